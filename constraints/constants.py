@@ -1,0 +1,66 @@
+"""Constants that physics does not give, each with its source or the data it was fitted to.
+
+Calibrated values are fitted by ``tools/calibrate.py`` to ``constraints/data/calibration/*.csv``
+(published measurements, copied with their sources); the fit, its rows and residuals are in
+``docs/calibration.md``. Change a value here and the accuracy report (``fitplan accuracy``) moves.
+"""
+
+from __future__ import annotations
+
+from constraints.units import GiB, MiB
+
+# ---- memory --------------------------------------------------------------------------------
+
+#: CUDA context + kernel images + library handles outside the PyTorch allocator, per GPU.
+#: Public figures for torch 2.x with lazy module loading: 287 MiB (pytorch PR #86509), 300–400 MiB
+#: (ptrblck, pytorch issues #107667, #109888), 426 MiB (RTX 6000 Ada, torch 2.10, unsloth-zoo
+#: PR #1053); plus cuDNN/cuBLAS handles. 2022-era torch without lazy loading: ~1.3 GiB
+#: (transformers single-GPU guide, V100). Default: 0.5 GiB.
+CUDA_CONTEXT_BYTES = 512 * MiB
+
+#: NCCL communicator buffers when a GPU talks to others (outside the PyTorch allocator).
+#: NCCL_BUFFSIZE is 4 MiB per connection per channel; reported totals of 1.06–1.6 GB per
+#: communicator on 8 GPUs (NVIDIA/nccl issues #864, #1685). Default: 1 GiB for world size > 1.
+NCCL_BUFFER_BYTES = 1 * GiB
+
+#: cuBLAS workspace allocated through the caching allocator, per stream: 32 MiB on sm90+
+#: (Hopper/Blackwell), ":4096:2:16:8" = 8.125 MiB before (aten/src/ATen/cuda/CublasHandlePool.cpp).
+CUBLAS_WORKSPACE_HOPPER = 32 * MiB
+CUBLAS_WORKSPACE_OLDER = 8 * MiB + 128 * 1024
+
+#: Allocator slack: reserved − allocated at the peak, as a fraction of the memory allocated and
+#: freed during the step (activations, logits, gradients, transients). The caching allocator
+#: rounds blocks and cannot always reuse freed blocks for larger requests (fragmentation).
+#: Fitted to calibration rows that report max_memory_reserved (see docs/calibration.md).
+ALLOCATOR_SLACK_FRACTION = 0.10
+
+#: Default headroom kept free below capacity (the user's --headroom), as a fraction of capacity.
+DEFAULT_HEADROOM = 0.10
+
+#: DeepSpeed ZeRO reduce bucket as the HF integration's "auto" sets it: hidden² elements
+#: (transformers/integrations/deepspeed.py); DeepSpeed's own default is 5e8 elements.
+#: Stage 3 overlaps communication (overlap_comm defaults True there), so it holds two buckets.
+ZERO_REDUCE_BUCKETS_STAGE12 = 1
+ZERO_REDUCE_BUCKETS_STAGE3 = 2
+
+#: FSDP / ZeRO-3 working set: the layer being computed plus one prefetched (FSDP1
+#: _max_num_inflight_all_gathers = 2; FSDP2 prefetches one group), and the root unit
+#: (embeddings, final norm, head) stays unsharded for the whole step (FSDP2
+#: reshard_after_forward=False for the root; FSDP1 never frees the root's params after forward).
+FSDP_LIVE_LAYERS = 2
+
+#: Logits and cross-entropy, bytes per token per vocabulary entry at the loss peak:
+#: standard (transformers ForCausalLMLoss: logits.float(); the fp32 log-softmax output is saved,
+#: and its backward holds grad-out and grad-in beside it: 3 × 4 bytes);
+#: chunked (torchtune CEWithChunkedOutputLoss, 8 chunks: the fp32 log-softmax of every chunk is
+#: still saved in eager mode, plus one chunk's backward);
+#: fused (Liger fused linear CE / Apple CCE): no vocabulary-sized tensor per token.
+LOSS_BYTES_PER_VOCAB = {"standard": 12.0, "chunked": 4.0 + 8.0 / 8, "fused": 0.0}
+
+#: Fused linear CE keeps grad_input (tokens × hidden, compute dtype) and one chunk of fp32
+#: logits of about tokens × hidden elements (Liger: chunk_size = next_pow2(BT / ceil(V/H))).
+FUSED_CE_CHUNK_FP32_PER_HIDDEN = 1.0
+
+#: bitsandbytes paged optimizers page in blocks only for tensors of ≥ 1e5 elements (get_paged);
+#: smaller states stay on the device. Not modelled separately: they are ~0.
+PAGED_MIN_ELEMENTS = 100_000

@@ -1,0 +1,87 @@
+"""Inference memory: weights + KV cache + the prefill workspace, per GPU.
+
+KV cache = 2 (K and V) × layers × kv_heads × head_dim × bytes × tokens, tokens = batch × context
+(MLA caches the compressed latent: (kv_lora_rank + rope dims) per token per layer, as serving
+engines do). The prefill runs one layer at a time over the prompt without saving anything for
+backward: its transient is about one layer's matmul outputs for the prompt; generate() computes
+logits for the last position only (transformers logits_to_keep=1).
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict
+
+from constraints import constants as C
+from constraints.errors import FitplanError
+from constraints.gpus import GpuSpec
+from constraints.memory import model_facts
+from constraints.models import ModelSpec
+from constraints.precision import QUANTS, dtype_bytes
+
+
+class InferenceBreakdown(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    weights: int
+    kv_cache: int
+    workspace: int
+    cuda_context: int
+    allocator_slack: int
+    total: int
+
+
+def kv_cache_bytes(spec: ModelSpec, tokens: int, kv_bytes: float = 2.0) -> int:
+    """Bytes of K and V for ``tokens`` cached positions (summed over sequences)."""
+    if spec.arch == "encoder" or (spec.arch == "raw" and spec.hidden <= 1):
+        return 0  # encoders cache nothing; raw numbers without --hidden have no KV estimate
+    if spec.is_mla:
+        per_token_layer = (spec.kv_lora_rank + spec.qk_rope_head_dim) * kv_bytes
+    else:
+        per_token_layer = 2 * spec.kv_heads * spec.head_dim * kv_bytes
+    layers = spec.layers if spec.arch != "encoder-decoder" else 2 * spec.layers  # self + cross K/V
+    return int(per_token_layer * layers * tokens)
+
+
+def inference_memory(
+    spec: ModelSpec,
+    gpu: GpuSpec,
+    *,
+    batch: int = 1,
+    context: int = 2048,
+    weight_dtype: str = "bf16",
+    quant: str = "none",
+    kv_dtype: str = "bf16",
+    tp: int = 1,
+) -> InferenceBreakdown:
+    if batch <= 0 or context <= 0:
+        raise FitplanError("inference batch and context must be positive")
+    if quant not in QUANTS:
+        raise FitplanError(f"unknown quantisation '{quant}'", f"use one of {', '.join(QUANTS)}")
+    f = model_facts(spec)
+    wb = dtype_bytes(weight_dtype)
+    if quant != "none":
+        q = QUANTS[quant]
+        weights = f.quantizable * q.bytes_per_weight + (f.total - f.quantizable) * wb
+        weights += 4.0 * f.quant_row_scales if q.per_row_fp32_scale else 0.0
+    else:
+        weights = f.total * wb
+    tokens = batch * context
+    kv: float = kv_cache_bytes(spec, tokens, dtype_bytes(kv_dtype))
+    width = 4 * spec.hidden + 3 * max(
+        spec.intermediate, spec.moe_intermediate * max(spec.experts_per_token, 1)
+    )
+    workspace = tokens * width * 2.0 + batch * spec.vocab * 4.0 if spec.hidden > 1 else 0.0
+    if quant != "none":
+        workspace += f.largest_linear * 2.0
+    weights, kv, workspace = weights / tp, kv / tp, workspace / tp
+    slack = C.ALLOCATOR_SLACK_FRACTION * workspace
+    context_bytes = C.CUDA_CONTEXT_BYTES + (C.NCCL_BUFFER_BYTES if tp > 1 else 0)
+    total = weights + kv + workspace + slack + context_bytes
+    return InferenceBreakdown(
+        weights=int(weights),
+        kv_cache=int(kv),
+        workspace=int(workspace),
+        cuda_context=int(context_bytes),
+        allocator_slack=int(slack),
+        total=int(total),
+    )

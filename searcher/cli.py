@@ -1,0 +1,187 @@
+"""The ``fitplan`` command line: parse, wire, render. Heavy modules load only inside commands."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Sequence
+from typing import NoReturn
+
+EXAMPLES = """\
+examples:
+  fitplan explain --model llama-3.1-8b --gpu rtx-4090 --method qlora --micro-batch 2 --seq-len 2048
+  fitplan explain --params 7e9 --recipe bf16-pure --gpu 16GB
+  fitplan search --model llama-3.1-8b --gpu a100-80gb --gpus 8 --target-batch 64 --seq-len 4096
+  fitplan fits --gpu rtx-4090
+  fitplan scenario run scenarios/*.yaml
+  fitplan models            # the model catalog
+  fitplan gpus              # the GPU catalog
+"""
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a usage error is one line with a hint, exit code 2."""
+
+    def error(self, message: str) -> NoReturn:
+        sys.stderr.write(f"fitplan: error: {message} (see `{self.prog} --help`)\n")
+        raise SystemExit(2)
+
+
+def _model_args(p: argparse.ArgumentParser, required: bool = False) -> None:
+    g = p.add_argument_group("model (a catalog name or config.json, or raw numbers)")
+    g.add_argument(
+        "--model",
+        metavar="NAME|PATH",
+        help="catalog id (fitplan models) or a Hugging Face config.json",
+    )
+    g.add_argument("--params", type=float, help="raw: total parameters, e.g. 7e9")
+    g.add_argument("--trainable-params", type=float, help="raw: trainable (adapter) parameters")
+    g.add_argument("--layers", type=int, help="raw: transformer layers (for activations)")
+    g.add_argument("--hidden", type=int, help="raw: hidden size (for activations)")
+    g.add_argument("--vocab", type=int, help="raw: vocabulary size (for the logits)")
+    g.add_argument("--heads", type=int, help="raw: attention heads")
+
+
+def _gpu_args(p: argparse.ArgumentParser, default_gpu: str | None = "a100-80gb") -> None:
+    g = p.add_argument_group("hardware")
+    g.add_argument(
+        "--gpu",
+        default=default_gpu,
+        help="catalog id (fitplan gpus) or a size: 24GiB, 16GB (default: %(default)s)",
+    )
+    g.add_argument(
+        "--gpus", type=int, default=None, help="number of GPUs (default: 1, or tp×pp×dp)"
+    )
+    g.add_argument(
+        "--headroom", type=float, default=None, help="fraction of capacity kept free (default 0.1)"
+    )
+    g.add_argument(
+        "--price", type=float, default=None, help="$ per GPU-hour (overrides the catalog default)"
+    )
+
+
+def _config_args(p: argparse.ArgumentParser, search: bool = False) -> None:
+    """The knobs. In explain they set one configuration; in search they pin a knob."""
+    g = p.add_argument_group("configuration" if not search else "pins (leave out to search)")
+    g.add_argument("--method", choices=["full", "lora", "qlora"])
+    g.add_argument("--rank", type=int, help="LoRA rank")
+    g.add_argument(
+        "--lora-targets", help="all-linear, attention, default, or a comma list (q_proj,v_proj)"
+    )
+    g.add_argument("--lora-dropout", type=float)
+    g.add_argument("--recipe", help="fp32, bf16-pure, bf16-master, amp, bf16-torch")
+    g.add_argument(
+        "--weight-dtype",
+        help="override the recipe's weight dtype: fp32, bf16, fp16, fp8, int8, int4",
+    )
+    g.add_argument("--adapter-dtype", help="LoRA adapter dtype: fp32 (PEFT default), bf16, fp16")
+    g.add_argument("--compute-dtype", help="bf16, fp16, fp32, fp8")
+    g.add_argument(
+        "--optimizer",
+        help="adamw, adamw-8bit, paged-adamw-8bit, sgd, sgd-momentum, adafactor, lion",
+    )
+    g.add_argument("--quant", help="frozen base quantisation: none, int8, nf4, nf4-dq")
+    g.add_argument("--micro-batch", type=int)
+    g.add_argument("--seq-len", type=int)
+    if not search:
+        g.add_argument("--grad-accum", type=int)
+    g.add_argument("--checkpointing", choices=["none", "selective", "full"])
+    g.add_argument("--attention", choices=["flash", "sdpa", "eager"])
+    g.add_argument(
+        "--loss", choices=["standard", "chunked", "fused"], help="cross-entropy implementation"
+    )
+    g.add_argument(
+        "--fused-ce", action="store_true", help="same as --loss fused (Liger / CCE style)"
+    )
+    g.add_argument(
+        "--zero", type=int, choices=[0, 1, 2, 3], help="ZeRO stage (3 = FSDP full shard)"
+    )
+    g.add_argument("--offload", choices=["none", "optimizer", "all"])
+    g.add_argument("--tp", type=int, help="tensor-parallel degree")
+    g.add_argument("--pp", type=int, help="pipeline-parallel degree")
+    g.add_argument(
+        "--optimizer-in-backward", action="store_true", help="step inside backward (torchtune)"
+    )
+    g.add_argument(
+        "--allow-long-seq", action="store_true", help="allow --seq-len beyond the model's context"
+    )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog="fitplan",
+        description="What LLM training configuration fits on your GPUs, and which is fastest and cheapest.",
+        epilog=EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version="fitplan 0.1.0")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+
+    p = sub.add_parser(
+        "explain",
+        help="memory breakdown of one configuration",
+        epilog=EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    _model_args(p)
+    _gpu_args(p)
+    _config_args(p)
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.set_defaults(handler="searcher.commands:cmd_explain")
+
+    p = sub.add_parser(
+        "scenario", help="run the worked examples in scenarios/*.yaml and check them"
+    )
+    ssub = p.add_subparsers(dest="scenario_command", metavar="run", parser_class=_Parser)
+    r = ssub.add_parser("run", help="evaluate scenario files; exit 1 on a miss")
+    r.add_argument("files", nargs="+", help="scenario YAML files")
+    r.add_argument("--json", action="store_true")
+    r.set_defaults(handler="searcher.commands:cmd_scenario_run")
+
+    p = sub.add_parser("models", help="list the model catalog")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(handler="searcher.commands:cmd_models")
+
+    p = sub.add_parser("gpus", help="list the GPU catalog")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(handler="searcher.commands:cmd_gpus")
+
+    return parser
+
+
+def _load(handler: str) -> Callable[[argparse.Namespace], int]:
+    import importlib
+
+    module, name = handler.split(":")
+    fn: Callable[[argparse.Namespace], int] = getattr(importlib.import_module(module), name)
+    return fn
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    handler = getattr(args, "handler", None)
+    if handler is None:
+        if args.command == "scenario":
+            parser.error("scenario needs a subcommand: fitplan scenario run FILE…")
+        parser.print_help()
+        return 0
+    try:
+        return _load(handler)(args)
+    except KeyboardInterrupt:
+        sys.stderr.write("fitplan: interrupted\n")
+        return 130
+    except BrokenPipeError:
+        return 0
+    except Exception as err:  # one line for the user, never a traceback
+        from searcher.errors import user_message
+
+        message = user_message(err)
+        if message is None:
+            raise
+        sys.stderr.write(f"fitplan: error: {message}\n")
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,160 @@
+"""Command handlers: each parses nothing, wires the pieces, renders, and returns an exit code."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from constraints.errors import FitplanError
+
+
+def _dump(obj: object) -> None:
+    sys.stdout.write(json.dumps(obj, indent=2, default=str) + "\n")
+
+
+def explain_config(args: argparse.Namespace):
+    from constraints.config import TrainConfig
+    from searcher.inputs import (
+        check_seq_len,
+        config_fields_from_args,
+        default_seq_len,
+        gpu_from_args,
+        headroom_from_args,
+        model_from_args,
+        parallel_layout,
+    )
+
+    spec = model_from_args(args)
+    gpu = gpu_from_args(args)
+    headroom = headroom_from_args(args)
+    fields, notes = config_fields_from_args(args, spec, gpu)
+    fields.setdefault("seq_len", default_seq_len(spec))
+    check_seq_len(spec, fields["seq_len"], args.allow_long_seq)
+    tp, pp = fields.get("tp", 1), fields.get("pp", 1)
+    fields["dp"] = parallel_layout(args.gpus, tp, pp)
+    if (
+        spec.arch == "raw"
+        and fields.get("method") in ("lora", "qlora")
+        and spec.raw_trainable_params is None
+    ):
+        raise FitplanError("with --params, LoRA needs --trainable-params (the adapter size)")
+    cfg = TrainConfig(**fields)
+    return spec, gpu, cfg, headroom, notes
+
+
+def cmd_explain(args: argparse.Namespace) -> int:
+    from constraints.breakdown import explain
+    from searcher.render import explanation_json, print_explanation
+
+    spec, gpu, cfg, headroom, notes = explain_config(args)
+    e = explain(spec, cfg, gpu, headroom)
+    if notes:
+        e = e.model_copy(update={"notes": (*notes, *e.notes)})
+    if args.json:
+        _dump(explanation_json(e))
+    else:
+        print_explanation(e)
+    return 0 if e.verdict.fits else 1
+
+
+def cmd_models(args: argparse.Namespace) -> int:
+    from constraints.models import catalog_ids, catalog_model
+    from constraints.params import inventory
+    from constraints.units import fmt_count
+
+    rows: list[dict[str, Any]] = []
+    for model_id in catalog_ids():
+        spec = catalog_model(model_id)
+        rows.append(
+            {
+                "id": model_id,
+                "name": spec.name,
+                "family": spec.family,
+                "params": inventory(spec).total,
+                "layers": spec.total_layers,
+                "hidden": spec.hidden,
+                "context": spec.max_position,
+            }
+        )
+    if args.json:
+        _dump(rows)
+        return 0
+    from rich.table import Table
+
+    from searcher.render import console
+
+    table = Table(title="model catalog (fitplan explain --model ID)", title_justify="left")
+    for col in ("id", "name", "family", "parameters", "layers", "hidden", "context"):
+        table.add_column(
+            col, justify="right" if col in ("parameters", "layers", "hidden", "context") else "left"
+        )
+    for r in rows:
+        table.add_row(
+            r["id"],
+            r["name"],
+            r["family"],
+            fmt_count(r["params"]),
+            str(r["layers"]),
+            str(r["hidden"]),
+            str(r["context"] or "—"),
+        )
+    console().print(table)
+    return 0
+
+
+def cmd_gpus(args: argparse.Namespace) -> int:
+    from constraints.gpus import gpu_catalog
+    from constraints.units import GiB
+
+    catalog = gpu_catalog()
+    if args.json:
+        _dump([g.model_dump() for g in catalog.values()])
+        return 0
+    from rich.table import Table
+
+    from searcher.render import console
+
+    table = Table(
+        title="GPU catalog (fitplan explain --gpu ID, or --gpu 24GiB)", title_justify="left"
+    )
+    for col in (
+        "id",
+        "name",
+        "memory (GiB)",
+        "bf16 TFLOPS",
+        "HBM GB/s",
+        "link GB/s",
+        "bf16",
+        "fp8",
+        "flash",
+        "$/h",
+    ):
+        table.add_column(col, justify="left" if col in ("id", "name") else "right")
+    for g in catalog.values():
+        table.add_row(
+            g.id,
+            g.name,
+            f"{g.memory_bytes / GiB:.2f}",
+            f"{g.bf16_tflops or g.fp16_tflops:g}",
+            f"{g.bandwidth_gb_s:g}",
+            f"{g.interconnect_gb_s:g}",
+            "yes" if g.supports_bf16 else "no",
+            "yes" if g.supports_fp8 else "no",
+            "yes" if g.supports_flash_attention else "no",
+            f"{g.usd_per_gpu_hour:.2f}" if g.usd_per_gpu_hour else "—",
+        )
+    console().print(table)
+    return 0
+
+
+def cmd_scenario_run(args: argparse.Namespace) -> int:
+    from searcher.scenarios import print_results, run_files
+
+    results = run_files(args.files)
+    if args.json:
+        _dump([r.model_dump() for r in results])
+    else:
+        print_results(results)
+    return 0 if all(r.ok for r in results) else 1

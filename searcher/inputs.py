@@ -1,0 +1,160 @@
+"""From command-line arguments to a model spec, a GPU and a configuration, with clear refusals."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from constraints.errors import FitplanError
+from constraints.gpus import GpuSpec, resolve_gpu
+from constraints.models import ModelSpec, raw_model, resolve_model
+
+NO_MODEL_HINT = (
+    "give --model NAME (see `fitplan models`), --model path/to/config.json, or raw numbers such as "
+    "--params 7e9; e.g. fitplan explain --model llama-3.1-8b --gpu rtx-4090 --method qlora"
+)
+DEFAULT_SEQ_LEN = 2048
+
+
+def model_from_args(args: argparse.Namespace) -> ModelSpec:
+    raw_flags = {
+        k: getattr(args, k, None)
+        for k in ("params", "trainable_params", "layers", "hidden", "vocab", "heads")
+    }
+    if args.model and raw_flags["params"] is not None:
+        raise FitplanError("give either --model or --params, not both")
+    if args.model:
+        extra = [f"--{k.replace('_', '-')}" for k, v in raw_flags.items() if v is not None]
+        if extra:
+            raise FitplanError(
+                f"{', '.join(extra)} only apply to raw numbers (--params), not to --model"
+            )
+        return resolve_model(args.model)
+    if raw_flags["params"] is not None:
+        return raw_model(
+            raw_flags["params"],
+            trainable_params=raw_flags["trainable_params"],
+            layers=raw_flags["layers"],
+            hidden=raw_flags["hidden"],
+            vocab=raw_flags["vocab"],
+            heads=raw_flags["heads"],
+        )
+    raise FitplanError("no model given", NO_MODEL_HINT)
+
+
+def gpu_from_args(args: argparse.Namespace) -> GpuSpec:
+    if not args.gpu:
+        raise FitplanError(
+            "no GPU given", "add --gpu NAME (see `fitplan gpus`) or a size such as --gpu 24GiB"
+        )
+    return resolve_gpu(args.gpu).with_price(getattr(args, "price", None))
+
+
+def headroom_from_args(args: argparse.Namespace) -> float:
+    from constraints.constants import DEFAULT_HEADROOM
+
+    h = DEFAULT_HEADROOM if args.headroom is None else args.headroom
+    if not 0 <= h < 1:
+        raise FitplanError(f"--headroom {h} must be a fraction in [0, 1), e.g. 0.1 for 10 %")
+    return h
+
+
+def check_seq_len(spec: ModelSpec, seq_len: int, allow_long: bool) -> None:
+    if seq_len <= 0:
+        raise FitplanError(f"--seq-len must be positive, got {seq_len}")
+    if spec.max_position and seq_len > spec.max_position and not allow_long:
+        raise FitplanError(
+            f"--seq-len {seq_len} is longer than {spec.name}'s context ({spec.max_position} tokens)",
+            "use a shorter --seq-len, or --allow-long-seq if you extend the context (RoPE scaling)",
+        )
+
+
+def default_seq_len(spec: ModelSpec) -> int:
+    return min(DEFAULT_SEQ_LEN, spec.max_position) if spec.max_position else DEFAULT_SEQ_LEN
+
+
+def _positive(flag: str, value: int | None) -> None:
+    if value is not None and value <= 0:
+        raise FitplanError(f"{flag} must be positive, got {value}")
+
+
+def config_fields_from_args(
+    args: argparse.Namespace, spec: ModelSpec, gpu: GpuSpec
+) -> tuple[dict[str, Any], list[str]]:
+    """The knobs the user set (for explain: all of them, with defaults filled in later)."""
+    notes: list[str] = []
+    for flag in ("rank", "micro_batch", "seq_len", "grad_accum", "tp", "pp", "gpus"):
+        _positive("--" + flag.replace("_", "-"), getattr(args, flag, None))
+    method = args.method
+    quant = args.quant.lower() if args.quant else None
+    if quant and quant != "none" and method in (None, "lora"):
+        method = "qlora"
+    if method == "qlora" and quant in (None, "none"):
+        if quant == "none":
+            raise FitplanError(
+                "--method qlora with --quant none: QLoRA needs a quantised base",
+                "use --quant nf4 or nf4-dq",
+            )
+        quant = "nf4"
+    lora_only = {
+        "--rank": args.rank,
+        "--lora-targets": args.lora_targets,
+        "--lora-dropout": args.lora_dropout,
+        "--adapter-dtype": args.adapter_dtype,
+    }
+    if method in (None, "full"):
+        given = [k for k, v in lora_only.items() if v is not None]
+        if given:
+            raise FitplanError(
+                f"{', '.join(given)} {'applies' if len(given) == 1 else 'apply'} to LoRA, not to full fine-tuning",
+                "add --method lora or --method qlora",
+            )
+    if args.fused_ce and args.loss and args.loss != "fused":
+        raise FitplanError(f"--fused-ce contradicts --loss {args.loss}")
+    fields: dict[str, Any] = {
+        "method": method,
+        "lora_rank": args.rank,
+        "lora_targets": args.lora_targets,
+        "lora_dropout": args.lora_dropout,
+        "recipe": args.recipe.lower() if args.recipe else None,
+        "weight_dtype": args.weight_dtype.lower() if args.weight_dtype else None,
+        "adapter_dtype": args.adapter_dtype.lower() if args.adapter_dtype else None,
+        "compute_dtype": args.compute_dtype.lower() if args.compute_dtype else None,
+        "optimizer": args.optimizer.lower() if args.optimizer else None,
+        "quant": quant,
+        "micro_batch": args.micro_batch,
+        "seq_len": args.seq_len,
+        "grad_accum": getattr(args, "grad_accum", None),
+        "checkpointing": args.checkpointing,
+        "attention": args.attention,
+        "loss": "fused" if args.fused_ce else args.loss,
+        "zero": args.zero,
+        "offload": args.offload,
+        "tp": args.tp,
+        "pp": args.pp,
+        "optimizer_in_backward": True if args.optimizer_in_backward else None,
+    }
+    if (
+        fields["compute_dtype"] is None
+        and not gpu.supports_bf16
+        and (fields["recipe"] or "bf16-master") != "fp32"
+        and not gpu.custom
+    ):
+        fields["compute_dtype"] = "fp16"
+        notes.append(f"{gpu.name} has no bf16: computing in fp16 (pass --compute-dtype to choose)")
+    if fields["attention"] is None and not gpu.supports_flash_attention:
+        fields["attention"] = "sdpa"
+    if args.seq_len is not None:
+        check_seq_len(spec, args.seq_len, args.allow_long_seq)
+    return {k: v for k, v in fields.items() if v is not None}, notes
+
+
+def parallel_layout(gpus: int | None, tp: int, pp: int) -> int:
+    """Data-parallel degree from the GPU count; the product must come out exact."""
+    if gpus is None:
+        return 1
+    if gpus <= 0:
+        raise FitplanError(f"--gpus must be positive, got {gpus}")
+    if gpus % (tp * pp):
+        raise FitplanError(f"--gpus {gpus} is not a multiple of --tp {tp} × --pp {pp}")
+    return gpus // (tp * pp)

@@ -1,0 +1,309 @@
+"""Scenario files: worked examples with their expected values, evaluated and checked.
+
+A scenario YAML holds ``cases``; each names a ``kind`` (how to evaluate it: ``explain`` by
+default), its inputs, and ``expect``: metric → expectation. Metrics are the keys of
+``fitplan explain --json``'s ``memory_bytes`` (``static``, ``weights``, ``total`` …), plus
+``params.total``, ``params.trainable``, ``fits`` and ``bytes_per_param.<metric>``. Expectations:
+
+    {gb: 84.0}  {gib: 78.23}  {bytes: 8388608}  {value: 12}    relative tolerance ``tol`` (0.005)
+    {min_gb: 30, max_gb: 40}   (also min_gib / max_gib / min / max)                 a band
+    {not_gb: 24.5, tol: 0.03}                                                         must differ
+    {equals: true}                                                                    exact
+
+A metric may carry a note after a space (``static (GiB)``) to check one metric twice.
+
+New kinds register in ``KINDS``; the runner and the checks stay the same.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from constraints.errors import FitplanError
+from constraints.units import GB, GiB
+
+
+class Case(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: str
+    kind: str = "explain"
+    source: str = ""
+    note: str = ""
+    model: dict[str, Any] = Field(default_factory=dict)
+    gpu: str = "a100-80gb"
+    headroom: float | None = None
+    config: dict[str, Any] = Field(default_factory=dict)
+    inputs: dict[str, Any] = Field(default_factory=dict)
+    expect: dict[str, dict[str, Any]]
+
+
+class ScenarioFile(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    title: str
+    source: str = ""
+    notes: str = ""
+    cases: list[Case]
+
+
+class Check(BaseModel):
+    metric: str
+    expected: str
+    got: float | bool | None
+    got_text: str
+    ok: bool
+
+
+class CaseResult(BaseModel):
+    file: str
+    case: str
+    source: str
+    note: str
+    checks: list[Check]
+    error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None and all(c.ok for c in self.checks)
+
+
+def _model(spec: dict[str, Any]):
+    from constraints.models import raw_model, resolve_model
+
+    if "id" in spec:
+        return resolve_model(str(spec["id"]))
+    if "config" in spec:
+        return resolve_model(str(spec["config"]))
+    if "params" in spec:
+        return raw_model(
+            float(spec["params"]),
+            trainable_params=float(spec["trainable_params"])
+            if "trainable_params" in spec
+            else None,
+            layers=spec.get("layers"),
+            hidden=spec.get("hidden"),
+            vocab=spec.get("vocab"),
+            heads=spec.get("heads"),
+        )
+    raise FitplanError("scenario model needs id, config or params")
+
+
+def _explain_metrics(case: Case) -> dict[str, Any]:
+    from constraints.breakdown import explain
+    from constraints.config import TrainConfig
+    from constraints.constants import DEFAULT_HEADROOM
+    from constraints.gpus import resolve_gpu
+    from searcher.render import explanation_json
+
+    spec = _model(case.model)
+    gpu = resolve_gpu(case.gpu)
+    cfg = TrainConfig(**case.config)
+    e = explain(spec, cfg, gpu, DEFAULT_HEADROOM if case.headroom is None else case.headroom)
+    j = explanation_json(e)
+    metrics: dict[str, Any] = dict(j["memory_bytes"])
+    metrics["params.total"] = j["params"]["total"]
+    metrics["params.trainable"] = j["params"]["trainable"]
+    metrics["fits"] = j["fits"]
+    metrics["needed"] = j["needed_bytes"]
+    metrics["usable"] = j["gpu"]["usable_bytes"]
+    return metrics
+
+
+def _saved_tensor_metrics(case: Case) -> dict[str, Any]:
+    """The source document's single saved tensor: batch × seq × hidden × bytes, and × layers."""
+    i = case.inputs
+    one = int(i["batch"]) * int(i["seq_len"]) * int(i["hidden"]) * float(i["bytes"])
+    return {"tensor_bytes": one, "all_layers_bytes": one * int(i["layers"])}
+
+
+def _inference_metrics(case: Case) -> dict[str, Any]:
+    from constraints.gpus import resolve_gpu
+    from constraints.inference import inference_memory
+
+    spec = _model(case.model)
+    b = inference_memory(spec, resolve_gpu(case.gpu), **case.inputs)
+    return {**b.model_dump(), "params.total": _params_total(spec)}
+
+
+def _params_total(spec: Any) -> int:
+    from constraints.params import total_params
+
+    return total_params(spec)
+
+
+KINDS: dict[str, Callable[[Case], dict[str, Any]]] = {
+    "explain": _explain_metrics,
+    "saved_tensor": _saved_tensor_metrics,
+    "inference": _inference_metrics,
+}
+
+
+def register_kind(name: str, fn: Callable[[Case], dict[str, Any]]) -> None:
+    KINDS[name] = fn
+
+
+def _lookup(metrics: dict[str, Any], name: str) -> Any:
+    name = name.split(" ", 1)[0]  # "static (GiB)" checks the metric 'static' a second way
+    if name.startswith("bytes_per_param."):
+        base = name.removeprefix("bytes_per_param.")
+        return _lookup(metrics, base) / metrics["params.total"]
+    if name not in metrics:
+        raise FitplanError(f"unknown metric '{name}'", f"known: {', '.join(sorted(metrics))}")
+    return metrics[name]
+
+
+def _check(metric: str, expect: dict[str, Any], got: Any) -> Check:
+    tol = float(expect.get("tol", 0.005))
+    unit = 1.0
+    if isinstance(got, bool) or "equals" in expect:
+        want = expect.get("equals")
+        return Check(
+            metric=metric, expected=f"= {want}", got=got, got_text=str(got), ok=got == want
+        )
+    value = float(got)
+    for key, scale in (("gb", GB), ("gib", GiB), ("bytes", 1.0), ("value", 1.0)):
+        if key in expect:
+            unit = scale
+            want = float(expect[key])
+            ok = abs(value / unit - want) <= tol * abs(want) if want else abs(value) < 1e-9
+            return Check(
+                metric=metric,
+                expected=f"{want:g} {key} ±{tol:.1%}",
+                got=value / unit,
+                got_text=f"{value / unit:.4g} {key}",
+                ok=ok,
+            )
+        if f"not_{key}" in expect:
+            unit = scale
+            avoid = float(expect[f"not_{key}"])
+            ok = abs(value / unit - avoid) > tol * abs(avoid)
+            return Check(
+                metric=metric,
+                expected=f"≠ {avoid:g} {key} (±{tol:.0%})",
+                got=value / unit,
+                got_text=f"{value / unit:.4g} {key}",
+                ok=ok,
+            )
+    for suffix, scale in (("_gb", GB), ("_gib", GiB), ("", 1.0)):
+        lo, hi = expect.get(f"min{suffix}"), expect.get(f"max{suffix}")
+        if lo is not None or hi is not None:
+            v = value / scale
+            ok = (lo is None or v >= float(lo)) and (hi is None or v <= float(hi))
+            unit_name = suffix.strip("_") or ""
+            return Check(
+                metric=metric,
+                expected=f"[{lo if lo is not None else '−∞'}, {hi if hi is not None else '∞'}] {unit_name}",
+                got=v,
+                got_text=f"{v:.4g} {unit_name}",
+                ok=ok,
+            )
+    raise FitplanError(f"expectation for {metric} has no known key: {expect}")
+
+
+def load_file(path: str | Path) -> ScenarioFile:
+    import yaml
+
+    p = Path(path)
+    try:
+        data = yaml.safe_load(p.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise FitplanError(f"no such scenario file: {p}") from None
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f" line {mark.line + 1}" if mark else ""
+        raise FitplanError(
+            f"{p}:{where} is not valid YAML ({getattr(err, 'problem', err)})"
+        ) from None
+    if not isinstance(data, dict):
+        raise FitplanError(f"{p}: a scenario file is a mapping with 'title' and 'cases'")
+    try:
+        return ScenarioFile(**data)
+    except Exception as err:
+        from pydantic import ValidationError
+
+        if isinstance(err, ValidationError):
+            first = err.errors()[0]
+            loc = ".".join(str(x) for x in first["loc"])
+            raise FitplanError(f"{p}: {loc}: {first['msg']}") from None
+        raise
+
+
+def run_file(path: str | Path) -> list[CaseResult]:
+    scenario = load_file(path)
+    results = []
+    for case in scenario.cases:
+        if case.kind not in KINDS:
+            raise FitplanError(
+                f"{path}: case '{case.name}': unknown kind '{case.kind}'",
+                f"known: {', '.join(KINDS)}",
+            )
+        try:
+            metrics = KINDS[case.kind](case)
+            checks = [_check(m, exp, _lookup(metrics, m)) for m, exp in case.expect.items()]
+            results.append(
+                CaseResult(
+                    file=str(path),
+                    case=case.name,
+                    source=case.source,
+                    note=case.note,
+                    checks=checks,
+                )
+            )
+        except FitplanError as err:
+            results.append(
+                CaseResult(
+                    file=str(path),
+                    case=case.name,
+                    source=case.source,
+                    note=case.note,
+                    checks=[],
+                    error=str(err),
+                )
+            )
+    return results
+
+
+def run_files(paths: Iterable[str | Path]) -> list[CaseResult]:
+    out: list[CaseResult] = []
+    for p in paths:
+        out.extend(run_file(p))
+    return out
+
+
+def print_results(results: list[CaseResult]) -> None:
+    from rich.table import Table
+
+    from searcher.render import console
+
+    out = console()
+    current = None
+    table = None
+    for r in results:
+        if r.file != current:
+            if table is not None:
+                out.print(table)
+            current = r.file
+            table = Table(title=r.file, title_justify="left")
+            for col in ("case", "metric", "expected", "fitplan", "ok"):
+                table.add_column(col)
+        assert table is not None
+        if r.error:
+            table.add_row(r.case, "—", "—", r.error, "[red]error[/]")
+            continue
+        for i, c in enumerate(r.checks):
+            table.add_row(
+                r.case if i == 0 else "",
+                c.metric,
+                c.expected,
+                c.got_text,
+                "[green]ok[/]" if c.ok else "[red]MISS[/]",
+            )
+    if table is not None:
+        out.print(table)
+    n_ok = sum(r.ok for r in results)
+    out.print(f"{n_ok}/{len(results)} cases pass")
