@@ -1,0 +1,317 @@
+"""Step time, tokens/s, MFU and cost of a training configuration: a roofline per kernel.
+
+Every matmul of the model (from the parameter inventory) runs at
+``max(FLOPs / (peak × η_gemm), bytes / bandwidth)`` — a small micro-batch or a small hidden size
+makes it memory-bound, as real kernels are. Flash attention runs at ``peak × η_attn``; eager
+attention adds the s² matrices' traffic. The elementwise work (norms, activations, residual adds,
+softmax, dropout, casts) is memory-bound: ``k_elem`` × the activation bytes the step writes, over
+the bandwidth. Backward is dgrad (+ wgrad where the weight trains: LoRA skips it for the frozen
+base); recomputation adds a forward. QLoRA dequantises each 4-bit weight to 16-bit per pass.
+
+    step = (accumulation + pp − 1) × micro-batch time per stage      (1F1B: the bubble)
+         + exposed communication (DP all-reduce / ZeRO-3 gathers beyond what backward hides,
+           TP all-reduces per layer, never hidden)
+         + optimizer step (memory-bound over the states; CPU Adam + PCIe when offloaded)
+
+The three efficiencies are the only fitted constants (``tools/calibrate.py``, fitted to
+``constraints/data/calibration/measured_throughput.csv``; see docs/calibration.md).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cache
+
+import numpy as np
+
+from constraints.config import CODE, ConfigBatch
+from constraints.gpus import GpuSpec
+from constraints.memory import memory_arrays, model_facts
+from constraints.models import ModelSpec
+from constraints.params import inventory, lora_target_groups
+
+#: Fraction of dense peak a large GEMM reaches (cuBLAS bf16 on A100/H100). Fitted.
+ETA_GEMM = 0.72
+#: Fraction of dense peak FlashAttention reaches (forward and backward together). Fitted.
+ETA_ATTENTION = 0.45
+#: Elementwise traffic per step as a multiple of the activation bytes saved (write + read in
+#: forward, read + write of their gradients in backward ≈ 4). Fitted.
+K_ELEMENTWISE = 4.0
+#: Fraction of the link's peak that NCCL collectives reach (bus bandwidth).
+NCCL_EFFICIENCY = 0.75
+#: Share of the data-parallel gradient communication that backward compute can hide.
+DP_OVERLAP = 0.9
+#: DeepSpeedCPUAdam update rate per rank, parameters per second (AVX512, many cores; DeepSpeed
+#: ZeRO-Offload paper reports ~1–2 B params/s per node).
+CPU_ADAM_PARAMS_PER_S = 1.0e9
+#: Fixed cost per optimizer step (launches, zero_grad, data loader, logging), seconds.
+STEP_OVERHEAD_S = 0.01
+#: Default inter-node bandwidth per GPU when a fleet does not say (400 Gb/s InfiniBand / GPU).
+DEFAULT_INTER_NODE_GB_S = 50.0
+
+
+@dataclass(frozen=True)
+class Gemm:
+    """A linear of the model: ``layers × per_layer`` weight instances of d_in × d_out, each
+    multiplying ``token_share`` of the micro-batch's tokens (k/E for a routed expert)."""
+
+    key: str
+    d_in: int
+    d_out: int
+    layers: int
+    per_layer: int
+    token_share: float
+    quantizable: bool
+
+    @property
+    def instances(self) -> int:
+        return self.layers * self.per_layer
+
+    @property
+    def params_per_token(self) -> float:
+        """Weight elements one token multiplies by in this group."""
+        return self.d_in * self.d_out * self.instances * self.token_share
+
+
+def _group_key(spec: ModelSpec, name: str, block: str) -> str:
+    name = name.removesuffix(".weight")
+    return f"{block}:{name}" if spec.family in ("t5", "mt5") else name
+
+
+@cache
+def model_gemms(spec: ModelSpec) -> tuple[Gemm, ...]:
+    inv = inventory(spec)
+    if spec.arch == "raw":
+        h = max(spec.hidden, 1)
+        per_layer = (spec.raw_params or 0) / max(spec.layers, 1)
+        return (Gemm("raw", h, max(1, int(per_layer // h)), spec.layers, 1, 1.0, True),)
+    out: list[Gemm] = []
+    for g in inv.groups:
+        if not g.is_linear:
+            continue
+        layers = inv.blocks[g.block] if g.block else 1
+        share = spec.experts_per_token / g.per_block if g.role == "expert" else 1.0
+        out.append(
+            Gemm(
+                _group_key(spec, g.name, g.block),
+                g.d_in,
+                g.d_out,
+                layers,
+                g.per_block,
+                share,
+                bool(g.block),
+            )
+        )
+    if spec.arch != "encoder":
+        out.append(Gemm("lm_head", spec.hidden, spec.vocab, 1, 1, 1.0, False))
+    return tuple(out)
+
+
+def _gemm_time(
+    flops: np.ndarray, nbytes: np.ndarray, peak: np.ndarray, bw: float, eta: float
+) -> np.ndarray:
+    return np.maximum(flops / (peak * eta), nbytes / bw)
+
+
+def _peak_flops(gpu: GpuSpec, batch: ConfigBatch) -> np.ndarray:
+    bf16 = gpu.bf16_tflops or gpu.fp16_tflops
+    fp16 = gpu.fp16_tflops or bf16
+    fp32 = gpu.tf32_tflops or gpu.fp32_tflops
+    fp8 = gpu.fp8_tflops or bf16
+    peak = np.where(batch.compute_bytes >= 4, fp32, np.where(batch.compute_is_fp16, fp16, bf16))
+    peak = np.where(batch.compute_is_fp8, fp8, peak)
+    return np.maximum(peak, 1e-3) * 1e12
+
+
+def link_bandwidth(
+    gpu: GpuSpec, gpus: np.ndarray, gpus_per_node: int, inter_node_gb_s: float
+) -> np.ndarray:
+    """Bus bandwidth per GPU for collectives over ``gpus`` ranks, bytes/s."""
+    intra = gpu.interconnect_gb_s if gpu.interconnect_gb_s > 0 else gpu.pcie_gb_s * 0.8
+    bw = np.where(gpus <= gpus_per_node, intra, min(intra, inter_node_gb_s))
+    return bw * 1e9 * NCCL_EFFICIENCY
+
+
+def throughput_arrays(
+    spec: ModelSpec,
+    batch: ConfigBatch,
+    gpu: GpuSpec,
+    *,
+    gpus_per_node: int = 8,
+    inter_node_gb_s: float = DEFAULT_INTER_NODE_GB_S,
+    memory: dict[str, np.ndarray] | None = None,
+    eta_gemm: float = ETA_GEMM,
+    eta_attention: float = ETA_ATTENTION,
+    k_elementwise: float = K_ELEMENTWISE,
+) -> dict[str, np.ndarray]:
+    """Step time (s) and its parts, tokens/s (all GPUs), MFU and $ per million tokens."""
+    n = len(batch)
+    mem = memory if memory is not None else memory_arrays(spec, batch, gpu)
+    f = model_facts(spec)
+    peak = _peak_flops(gpu, batch)
+    bw = gpu.bandwidth_gb_s * 1e9
+    tp = batch.tp.astype(np.float64)
+    pp = batch.pp.astype(np.float64)
+    dp = batch.dp.astype(np.float64)
+    T = (batch.micro_batch * batch.seq_len).astype(np.float64)  # tokens per micro-batch per replica
+    s = batch.seq_len.astype(np.float64)
+    b_c = batch.compute_bytes
+    full_ft = ~batch.is_lora
+    is_q = batch.quant != CODE["quant"]["none"]
+    ckpt_full = batch.checkpointing == CODE["checkpointing"]["full"]
+    ckpt_sel = batch.checkpointing == CODE["checkpointing"]["selective"]
+    recompute = np.where(ckpt_full, 1.0, 0.0)
+
+    # ---- matmuls ----
+    targeted: dict[int, set[str]] = {}
+    if batch.is_lora.any() and spec.arch != "raw":
+        for t, name in enumerate(batch.target_names):
+            targeted[t] = {
+                _group_key(spec, g.name, g.block) for g in lora_target_groups(spec, name)
+            }
+    t_fwd = np.zeros(n)
+    t_bwd = np.zeros(n)
+    t_dequant = np.zeros(n)
+    t_lora = np.zeros(n)
+    rank = batch.rank.astype(np.float64)
+    for g in model_gemms(spec):
+        tokens = T * g.token_share
+        flops = 2.0 * tokens * g.d_in * g.d_out / tp
+        nbytes = g.d_in * g.d_out * 2.0 / tp + tokens * (g.d_in + g.d_out) * b_c
+        t_inst = _gemm_time(flops, nbytes, peak, bw, eta_gemm)
+        t_fwd += g.instances * t_inst
+        t_bwd += g.instances * t_inst * (1.0 + full_ft)  # dgrad, and wgrad where the weight trains
+        if g.quantizable:
+            # bitsandbytes dequantises the whole weight to 16-bit per pass (read 4-bit, write 16-bit)
+            deq = g.instances * g.d_in * g.d_out * (0.6 + 2.0) / tp / bw
+            t_dequant += np.where(is_q, deq * (2.0 + recompute), 0.0)
+        for t, keys in targeted.items():
+            if g.key not in keys:
+                continue
+            sel = batch.is_lora & (batch.targets == t)
+            ad_flops = 2.0 * tokens * rank * (g.d_in + g.d_out)
+            ad_bytes = tokens * (g.d_in + g.d_out + 2.0 * rank) * b_c
+            ad = g.instances * _gemm_time(ad_flops, ad_bytes, peak, bw, eta_gemm)
+            t_lora += np.where(sel, ad * (3.0 + recompute), 0.0)
+
+    # ---- attention ----
+    if spec.arch == "raw":
+        attn_flops = np.zeros(n)
+    else:
+        causal = 0.5 if spec.arch != "encoder" else 1.0
+        layers_attn = spec.total_layers + (spec.layers if spec.arch == "encoder-decoder" else 0)
+        attn_flops = 4.0 * T * s * spec.q_width * causal * layers_attn / tp
+    eager = batch.attention == CODE["attention"]["eager"]
+    t_attn_fwd = attn_flops / (peak * eta_attention)
+    s2_bytes = np.where(eager, T * s * spec.heads * 10.0 * spec.total_layers / tp, 0.0)
+    t_attn_fwd = t_attn_fwd + s2_bytes / bw
+    t_attn_bwd = 2.5 * t_attn_fwd
+    attn_recompute = np.where(ckpt_full | (ckpt_sel & eager), t_attn_fwd, 0.0)
+
+    # ---- elementwise (memory-bound) ----
+    act = mem["activations_saved_all_layers"]
+    if "activations_no_ckpt" in mem:
+        act = mem["activations_no_ckpt"]
+    t_elem = k_elementwise * act / bw * (1.0 + 0.5 * recompute)
+    loss_bytes = np.where(spec.arch == "encoder", 0.0, T * spec.vocab / tp * 4.0 * 4.0)
+    t_loss = loss_bytes / bw
+
+    compute = (
+        t_fwd * (1.0 + recompute)
+        + t_bwd
+        + t_attn_fwd
+        + t_attn_bwd
+        + attn_recompute
+        + t_elem
+        + t_loss
+        + t_dequant
+        + t_lora
+    )
+    stage = compute / pp
+    accum = batch.grad_accum.astype(np.float64)
+    t_micro_total = (accum + pp - 1.0) * stage
+
+    # ---- communication ----
+    link = link_bandwidth(gpu, batch.gpus, gpus_per_node, inter_node_gb_s)
+    p_train = mem["trainable"]
+    grad_bytes = p_train * batch.grad_bytes / tp / pp
+    weight_bytes = f.total * np.minimum(batch.weight_bytes, 2.0) / tp / pp
+    ring = np.where(dp > 1, (dp - 1) / dp, 0.0)
+    zero3 = batch.zero == 3
+    dp_comm = (
+        np.where(zero3, accum * (2.0 * weight_bytes + grad_bytes) * ring, 2.0 * grad_bytes * ring)
+        / link
+    )
+    hide = DP_OVERLAP * np.where(zero3, accum * stage * pp, (t_bwd + t_attn_bwd) / pp)
+    dp_exposed = np.maximum(0.0, dp_comm - hide)
+    tp_link = link_bandwidth(gpu, tp, gpus_per_node, inter_node_gb_s)
+    tp_comm = np.where(
+        tp > 1,
+        4.0
+        * spec.layers
+        / pp
+        * 2.0
+        * (tp - 1)
+        / tp
+        * T
+        * spec.hidden
+        * b_c
+        * (1.0 + recompute / 2)
+        / tp_link,
+        0.0,
+    )
+    tp_exposed = tp_comm * (accum + pp - 1.0)
+    pp_comm = np.where(pp > 1, 2.0 * T * spec.hidden * b_c * accum / link, 0.0)
+
+    # ---- optimizer step ----
+    local = p_train / tp / pp / np.where(batch.zero >= 1, dp, 1.0)
+    opt_bytes = local * (
+        2.0 * np.where(batch.is_lora, batch.adapter_bytes, batch.weight_bytes)
+        + batch.grad_bytes
+        + 2.0 * batch.state_bytes * 2.0
+        + 2.0 * batch.master_bytes
+    )
+    offload = batch.offload != CODE["offload"]["none"]
+    offload_all = batch.offload == CODE["offload"]["all"]
+    pcie = gpu.pcie_gb_s * 1e9 * 0.8
+    t_opt = np.where(
+        offload,
+        local / CPU_ADAM_PARAMS_PER_S + local * (batch.grad_bytes + 2.0) / pcie,
+        opt_bytes / bw,
+    )
+    t_param_stream = np.where(
+        offload_all, accum * 2.0 * weight_bytes / np.maximum(dp, 1) / pcie, 0.0
+    )
+
+    step = (
+        t_micro_total + dp_exposed + tp_exposed + pp_comm + t_opt + t_param_stream + STEP_OVERHEAD_S
+    )
+    tokens_per_step = batch.micro_batch * accum * dp * s
+    tokens_per_s = tokens_per_step / step
+    model_flops_per_token = 6.0 * _matmul_params(spec) + (attn_flops / np.maximum(T, 1) * tp * 3.0)
+    lora_ratio = np.where(batch.is_lora, 4.0 / 6.0, 1.0)
+    useful = model_flops_per_token * lora_ratio
+    gpus = batch.gpus.astype(np.float64)
+    mfu = useful * tokens_per_s / (gpus * peak)
+    price = gpu.usd_per_gpu_hour
+    usd_per_mtok = (gpus * price / 3600.0) / tokens_per_s * 1e6 if price else np.full(n, np.nan)
+    return {
+        "step_time_s": step,
+        "tokens_per_s": tokens_per_s,
+        "tokens_per_step": tokens_per_step,
+        "mfu": mfu,
+        "usd_per_mtok": usd_per_mtok,
+        "compute_s": t_micro_total,
+        "bubble_s": (pp - 1.0) * stage,
+        "dp_comm_s": dp_exposed,
+        "tp_comm_s": tp_exposed,
+        "optimizer_s": t_opt,
+        "offload_s": t_param_stream,
+        "flops_per_token": useful,
+    }
+
+
+@cache
+def _matmul_params(spec: ModelSpec) -> float:
+    """Weight elements a token multiplies by (routed experts by k/E), the head included."""
+    return sum(g.params_per_token for g in model_gemms(spec))
