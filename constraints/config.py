@@ -16,8 +16,10 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from constraints.errors import FitplanError
 from constraints.precision import (
+    COMPUTE_DTYPES,
     DEFAULT_RECIPE,
     DTYPE_BYTES,
+    FLOAT_DTYPES,
     OPTIMIZERS,
     QUANTS,
     RECIPES,
@@ -37,6 +39,44 @@ OFFLOADS = ("none", "optimizer", "all")
 OPTIMIZER_NAMES = tuple(OPTIMIZERS)
 QUANT_NAMES = tuple(QUANTS)
 RECIPE_NAMES = tuple(RECIPES)
+COMPUTE_NAMES = COMPUTE_DTYPES
+DTYPE_NAMES = tuple(DTYPE_BYTES)
+_INT_COLUMNS = (
+    "method",
+    "rank",
+    "targets",
+    "recipe",
+    "optimizer",
+    "quant",
+    "micro_batch",
+    "seq_len",
+    "grad_accum",
+    "checkpointing",
+    "attention",
+    "loss",
+    "zero",
+    "offload",
+    "tp",
+    "pp",
+    "dp",
+    "compute",
+    "weight_override",
+    "adapter_override",
+)
+_BOOL_COLUMNS = ("lora_dropout", "compute_is_fp16", "compute_is_fp8", "autocast", "opt_in_bwd")
+_FLOAT_COLUMNS = (
+    "weight_bytes",
+    "grad_bytes",
+    "master_bytes",
+    "state_bytes",
+    "adapter_bytes",
+    "compute_bytes",
+)
+COLUMN_DTYPES: dict[str, type] = {
+    **dict.fromkeys(_INT_COLUMNS, np.int64),
+    **dict.fromkeys(_BOOL_COLUMNS, bool),
+    **dict.fromkeys(_FLOAT_COLUMNS, np.float64),
+}
 
 
 class TrainConfig(BaseModel):
@@ -121,6 +161,59 @@ class TrainConfig(BaseModel):
         weight = (self.weight_dtype or r.weight).lower()
         return weight, r.grad, r.master, r.state_dtype, r.compute, r.autocast
 
+    def columns(self) -> dict[str, float]:
+        """This configuration as one row of ConfigBatch columns (dtypes resolved to bytes)."""
+        weight, grad, master, state, compute, autocast = self.resolved_recipe()
+        trainable_dtype = (self.adapter_dtype or weight).lower() if self.is_lora else weight
+        if self.is_lora and self.adapter_dtype is None and weight not in FLOAT_DTYPES:
+            trainable_dtype = "bf16" if compute in ("bf16", "fp8") else compute
+        wb = DTYPE_BYTES[weight]
+        tb = DTYPE_BYTES[trainable_dtype]
+        # gradients take the trainable parameter's dtype (torch allocates grads like the param)
+        grad_b = (
+            tb
+            if self.is_lora
+            else DTYPE_BYTES[grad]
+            if weight == recipe(self.recipe).weight
+            else wb
+        )
+        return {
+            "method": CODE["method"][self.method],
+            "rank": self.lora_rank if self.is_lora else 0,
+            "lora_dropout": self.lora_dropout > 0,
+            "recipe": CODE["recipe"][self.recipe.lower()],
+            "weight_bytes": wb,
+            "grad_bytes": grad_b,
+            "master_bytes": DTYPE_BYTES[master] if master and tb < 4 else 0.0,
+            "state_bytes": DTYPE_BYTES[state] if state else tb,
+            "adapter_bytes": tb,
+            "compute_bytes": 4.0 if compute == "fp32" else 2.0,
+            "compute_is_fp16": compute == "fp16",
+            "compute_is_fp8": compute == "fp8",
+            "autocast": bool(autocast),
+            "optimizer": CODE["optimizer"][self.optimizer.lower()],
+            "quant": CODE["quant"][self.quant.lower()],
+            "micro_batch": self.micro_batch,
+            "seq_len": self.seq_len,
+            "grad_accum": self.grad_accum,
+            "checkpointing": CODE["checkpointing"][self.checkpointing],
+            "attention": CODE["attention"][self.attention],
+            "loss": CODE["loss"][self.loss],
+            "zero": self.zero,
+            "offload": CODE["offload"][self.offload],
+            "tp": self.tp,
+            "pp": self.pp,
+            "dp": self.dp,
+            "opt_in_bwd": self.optimizer_in_backward,
+            "compute": COMPUTE_NAMES.index(compute),
+            "weight_override": DTYPE_NAMES.index(self.weight_dtype.lower())
+            if self.weight_dtype
+            else -1,
+            "adapter_override": DTYPE_NAMES.index(self.adapter_dtype.lower())
+            if self.adapter_dtype
+            else -1,
+        }
+
 
 #: integer codes of the categorical columns
 CODE: dict[str, dict[str, int]] = {
@@ -168,6 +261,9 @@ class ConfigBatch:
     pp: np.ndarray
     dp: np.ndarray
     opt_in_bwd: np.ndarray
+    compute: np.ndarray
+    weight_override: np.ndarray
+    adapter_override: np.ndarray
     target_names: tuple[str, ...] = ("all-linear",)
 
     def __len__(self) -> int:
@@ -185,6 +281,37 @@ class ConfigBatch:
     def is_lora(self) -> np.ndarray:
         return self.method != CODE["method"]["full"]
 
+    def config(self, i: int) -> TrainConfig:
+        """Row ``i`` back as a TrainConfig (the inverse of ``from_configs``)."""
+        compute = COMPUTE_NAMES[int(self.compute[i])]
+        recipe_name = RECIPE_NAMES[int(self.recipe[i])]
+        default_compute = recipe(recipe_name).compute
+        w_over, a_over = int(self.weight_override[i]), int(self.adapter_override[i])
+        return TrainConfig(
+            method=METHODS[int(self.method[i])],
+            lora_rank=int(self.rank[i]) or 16,
+            lora_targets=self.target_names[int(self.targets[i])],
+            lora_dropout=0.05 if self.lora_dropout[i] else 0.0,
+            recipe=recipe_name,
+            weight_dtype=DTYPE_NAMES[w_over] if w_over >= 0 else None,
+            adapter_dtype=DTYPE_NAMES[a_over] if a_over >= 0 else None,
+            compute_dtype=None if compute == default_compute else compute,
+            optimizer=OPTIMIZER_NAMES[int(self.optimizer[i])],
+            quant=QUANT_NAMES[int(self.quant[i])],
+            micro_batch=int(self.micro_batch[i]),
+            seq_len=int(self.seq_len[i]),
+            grad_accum=int(self.grad_accum[i]),
+            checkpointing=CHECKPOINTING[int(self.checkpointing[i])],  # type: ignore[arg-type]
+            attention=ATTENTION[int(self.attention[i])],  # type: ignore[arg-type]
+            loss=LOSSES[int(self.loss[i])],  # type: ignore[arg-type]
+            zero=int(self.zero[i]),
+            offload=OFFLOADS[int(self.offload[i])],  # type: ignore[arg-type]
+            tp=int(self.tp[i]),
+            pp=int(self.pp[i]),
+            dp=int(self.dp[i]),
+            optimizer_in_backward=bool(self.opt_in_bwd[i]),
+        )
+
     @classmethod
     def from_configs(cls, configs: Sequence[TrainConfig]) -> ConfigBatch:
         if not configs:
@@ -192,72 +319,8 @@ class ConfigBatch:
         target_names = tuple(dict.fromkeys(c.lora_targets for c in configs))
         rows: dict[str, list[float]] = {f.name: [] for f in fields(cls) if f.name != "target_names"}
         for c in configs:
-            weight, grad, master, state, compute, autocast = c.resolved_recipe()
-            trainable_dtype = (c.adapter_dtype or weight).lower() if c.is_lora else weight
-            if c.is_lora and c.adapter_dtype is None and weight not in ("fp32", "bf16", "fp16"):
-                trainable_dtype = "bf16" if compute in ("bf16", "fp8") else compute
-            wb = DTYPE_BYTES[weight]
-            rows["method"].append(CODE["method"][c.method])
-            rows["rank"].append(c.lora_rank if c.is_lora else 0)
+            for key, value in c.columns().items():
+                rows[key].append(value)
             rows["targets"].append(target_names.index(c.lora_targets))
-            rows["lora_dropout"].append(c.lora_dropout > 0)
-            rows["recipe"].append(CODE["recipe"][c.recipe.lower()])
-            rows["weight_bytes"].append(wb)
-            # gradients take the trainable parameter's dtype (torch allocates grads like the param)
-            rows["grad_bytes"].append(
-                DTYPE_BYTES[trainable_dtype]
-                if c.is_lora
-                else DTYPE_BYTES[grad]
-                if weight == recipe(c.recipe).weight
-                else wb
-            )
-            rows["master_bytes"].append(
-                DTYPE_BYTES[master] if master and DTYPE_BYTES[trainable_dtype] < 4 else 0.0
-            )
-            rows["state_bytes"].append(
-                DTYPE_BYTES[state] if state else DTYPE_BYTES[trainable_dtype]
-            )
-            rows["adapter_bytes"].append(DTYPE_BYTES[trainable_dtype])
-            rows["compute_bytes"].append(4.0 if compute == "fp32" else 2.0)
-            rows["compute_is_fp16"].append(compute == "fp16")
-            rows["compute_is_fp8"].append(compute == "fp8")
-            rows["autocast"].append(bool(autocast))
-            rows["optimizer"].append(CODE["optimizer"][c.optimizer.lower()])
-            rows["quant"].append(CODE["quant"][c.quant.lower()])
-            rows["micro_batch"].append(c.micro_batch)
-            rows["seq_len"].append(c.seq_len)
-            rows["grad_accum"].append(c.grad_accum)
-            rows["checkpointing"].append(CODE["checkpointing"][c.checkpointing])
-            rows["attention"].append(CODE["attention"][c.attention])
-            rows["loss"].append(CODE["loss"][c.loss])
-            rows["zero"].append(c.zero)
-            rows["offload"].append(CODE["offload"][c.offload])
-            rows["tp"].append(c.tp)
-            rows["pp"].append(c.pp)
-            rows["dp"].append(c.dp)
-            rows["opt_in_bwd"].append(c.optimizer_in_backward)
-        ints = {
-            "method",
-            "rank",
-            "targets",
-            "recipe",
-            "optimizer",
-            "quant",
-            "micro_batch",
-            "seq_len",
-            "grad_accum",
-            "checkpointing",
-            "attention",
-            "loss",
-            "zero",
-            "offload",
-            "tp",
-            "pp",
-            "dp",
-        }
-        bools = {"lora_dropout", "compute_is_fp16", "compute_is_fp8", "autocast", "opt_in_bwd"}
-        cols = {
-            k: np.asarray(v, dtype=np.int64 if k in ints else bool if k in bools else np.float64)
-            for k, v in rows.items()
-        }
+        cols: dict[str, np.ndarray] = {k: np.asarray(v, dtype=COLUMN_DTYPES[k]) for k, v in rows.items()}
         return cls(**cols, target_names=target_names)

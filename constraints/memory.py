@@ -50,7 +50,7 @@ TERMS: dict[str, tuple[str, ...]] = {
         "dequant_buffer",
         "autocast_weight_copies",
     ),
-    "gradients": ("gradients", "grad_buckets"),
+    "gradients": ("gradient_tensors", "grad_buckets"),
     "optimizer": ("optimizer_states", "master_weights", "optimizer_step_transient"),
     "activations": ("saved_activations", "recompute_layer", "logits_and_loss", "workspace"),
     "overhead": ("cuda_context", "allocator_slack"),
@@ -64,7 +64,7 @@ PART_DOC = {
     "gathered_weights": "ZeRO-3/FSDP all-gathered working set (live layers + root unit)",
     "dequant_buffer": "16-bit copy of one quantised weight during its matmul",
     "autocast_weight_copies": "16-bit copies of fp32 weights that autocast keeps for backward",
-    "gradients": "gradients alive at this moment (per GPU, after sharding)",
+    "gradient_tensors": "gradients alive at this moment (per GPU, after sharding)",
     "grad_buckets": "DDP gradient buckets / ZeRO reduce buckets",
     "optimizer_states": "optimizer states (Adam m and v, momentum, 8-bit blocks …)",
     "master_weights": "fp32 master copy of the trainable weights",
@@ -231,20 +231,28 @@ def _activation_arrays(spec: ModelSpec, batch: ConfigBatch) -> dict[str, np.ndar
     full_ckpt = batch.checkpointing == CODE["checkpointing"]["full"]
     copies = batch.is_lora & (batch.lora_dropout | (batch.adapter_bytes != b_c))
     lora_extra = np.zeros(n)
-    keys = np.stack(
-        [
-            batch.is_lora.astype(np.int64),
-            np.where(batch.is_lora, batch.targets, 0),
-            eager.astype(np.int64),
-            selective.astype(np.int64),
-            copies.astype(np.int64),
-            batch.tp,
-        ],
-        axis=1,
-    )
-    for key in np.unique(keys, axis=0):
-        sel = np.all(keys == key, axis=1)
-        is_lora, t, is_eager, is_sel, has_copies, tp_deg = (int(x) for x in key)
+    # one coefficient set per distinct (trainability, attention, checkpointing, copies, tp)
+    key = batch.is_lora.astype(np.int64)
+    for column, size in (
+        (np.where(batch.is_lora, batch.targets, 0), max(len(batch.target_names), 1)),
+        (eager.astype(np.int64), 2),
+        (selective.astype(np.int64), 2),
+        (copies.astype(np.int64), 2),
+        (batch.tp, 1 << 20),
+    ):
+        key = key * size + column
+    uniq, inverse = np.unique(key, return_inverse=True)
+    for j in range(len(uniq)):
+        sel = inverse == j
+        i0 = int(np.flatnonzero(sel)[0])
+        is_lora, t, is_eager, is_sel, has_copies, tp_deg = (
+            int(batch.is_lora[i0]),
+            int(batch.targets[i0]),
+            int(eager[i0]),
+            int(selective[i0]),
+            int(copies[i0]),
+            int(batch.tp[i0]),
+        )
         coef = activation_coefficients(
             spec,
             "lora" if is_lora else "full",
@@ -447,7 +455,7 @@ def memory_arrays(spec: ModelSpec, batch: ConfigBatch, gpu: GpuSpec) -> dict[str
             "gathered_weights": gathered,
             "dequant_buffer": dequant if phase < 3 else zeros,
             "autocast_weight_copies": autocast_copies if before_end else zeros,
-            "gradients": grads_held if before_end else grads,
+            "gradient_tensors": grads_held if before_end else grads,
             "grad_buckets": grad_buckets,
             "optimizer_states": state_gpu,
             "master_weights": master_gpu,
@@ -464,7 +472,7 @@ def memory_arrays(spec: ModelSpec, batch: ConfigBatch, gpu: GpuSpec) -> dict[str
             for k in (
                 "dequant_buffer",
                 "autocast_weight_copies",
-                "gradients",
+                "gradient_tensors",
                 "grad_buckets",
                 "optimizer_step_transient",
                 "saved_activations",

@@ -9,6 +9,7 @@ the bandwidth. Backward is dgrad (+ wgrad where the weight trains: LoRA skips it
 base); recomputation adds a forward. QLoRA dequantises each 4-bit weight to 16-bit per pass.
 
     step = (accumulation + pp − 1) × micro-batch time per stage      (1F1B: the bubble)
+           where a micro-batch takes max(GPU time, host launch time) (launches are asynchronous)
          + exposed communication (DP all-reduce / ZeRO-3 gathers beyond what backward hides,
            TP all-reduces per layer, never hidden)
          + optimizer step (memory-bound over the states; CPU Adam + PCIe when offloaded)
@@ -46,6 +47,13 @@ DP_OVERLAP = 0.9
 CPU_ADAM_PARAMS_PER_S = 1.0e9
 #: Fixed cost per optimizer step (launches, zero_grad, data loader, logging), seconds.
 STEP_OVERHEAD_S = 0.01
+#: Host-side cost of one eager PyTorch op (dispatch + kernel launch), seconds. The host issues
+#: kernels asynchronously, so a micro-batch takes max(GPU time, ops × this): small models and
+#: small micro-batches are launch-bound (PyTorch dispatcher overhead is ~5–20 µs per op).
+CPU_OP_OVERHEAD_S = 10e-6
+#: Kernels per transformer layer in one eager forward pass (HF Llama-style: norms, projections,
+#: rotary, attention, activation, residuals). Backward launches about twice as many.
+OPS_PER_LAYER_FORWARD = 60
 #: Default inter-node bandwidth per GPU when a fleet does not say (400 Gb/s InfiniBand / GPU).
 DEFAULT_INTER_NODE_GB_S = 50.0
 
@@ -227,7 +235,8 @@ def throughput_arrays(
         + t_dequant
         + t_lora
     )
-    stage = compute / pp
+    launch = spec.total_layers * OPS_PER_LAYER_FORWARD * (3.0 + recompute) * CPU_OP_OVERHEAD_S
+    stage = np.maximum(compute, launch) / pp
     accum = batch.grad_accum.astype(np.float64)
     t_micro_total = (accum + pp - 1.0) * stage
 

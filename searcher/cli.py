@@ -82,9 +82,9 @@ def _config_args(p: argparse.ArgumentParser, search: bool = False) -> None:
     )
     g.add_argument("--quant", help="frozen base quantisation: none, int8, nf4, nf4-dq")
     g.add_argument("--micro-batch", type=int)
-    g.add_argument("--seq-len", type=int)
     if not search:
         g.add_argument("--grad-accum", type=int)
+        g.add_argument("--seq-len", type=int)
     g.add_argument("--checkpointing", choices=["none", "selective", "full"])
     g.add_argument("--attention", choices=["flash", "sdpa", "eager"])
     g.add_argument(
@@ -105,6 +105,41 @@ def _config_args(p: argparse.ArgumentParser, search: bool = False) -> None:
     g.add_argument(
         "--allow-long-seq", action="store_true", help="allow --seq-len beyond the model's context"
     )
+
+
+def _search_args(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("search")
+    g.add_argument(
+        "--target-batch",
+        type=int,
+        default=32,
+        help="effective batch in sequences = micro × accumulation × DP (default 32)",
+    )
+    g.add_argument(
+        "--seq-len",
+        type=int,
+        help="sequence length (default 2048, or the model's context if shorter)",
+    )
+    g.add_argument("--max-gpus", type=int, help="use at most this many of the --gpus")
+    g.add_argument("--gpus-per-node", type=int, default=8, help="GPUs per node (default 8)")
+    g.add_argument("--cpu-ram", help="CPU RAM per node for offload, e.g. 512GiB (default 256GiB)")
+    g.add_argument(
+        "--tokens", type=float, help="token budget: report time and cost to train on it, e.g. 1e9"
+    )
+    g.add_argument("--strategy", default="exhaustive", help="exhaustive (default, exact) or optuna")
+    g.add_argument("--trials", type=int, help="optuna: trials (default 2000)")
+    g.add_argument("--seed", type=int, help="optuna: sampler seed (default 0)")
+    g.add_argument(
+        "--storage", help="optuna: RDB URL shared by several processes, e.g. sqlite:///fitplan.db"
+    )
+    g.add_argument(
+        "--top",
+        type=int,
+        default=10,
+        help="rows to show (default 10; --json and --csv get the whole front)",
+    )
+    g.add_argument("--csv", metavar="FILE", help="write the whole front as CSV")
+    g.add_argument("--json", action="store_true", help='print {"front": [...], "rejected": [...]}')
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -128,6 +163,41 @@ def build_parser() -> argparse.ArgumentParser:
     _config_args(p)
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(handler="searcher.commands:cmd_explain")
+
+    p = sub.add_parser(
+        "search",
+        help="Pareto-optimal configurations that fit, ranked by throughput cost",
+        epilog=EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    _model_args(p)
+    _gpu_args(p)
+    _search_args(p)
+    _config_args(p, search=True)
+    p.set_defaults(handler="searcher.commands:cmd_search")
+
+    p = sub.add_parser(
+        "fits", help="what fits on my card: every catalog model × inference, QLoRA, LoRA, full"
+    )
+    _gpu_args(p, default_gpu="rtx-4090")
+    p.add_argument(
+        "--models", nargs="+", metavar="NAME|PATH", help="models to check (default: the catalog)"
+    )
+    p.add_argument(
+        "--seq-len",
+        type=int,
+        default=2048,
+        help="training sequence / inference context (default 2048)",
+    )
+    p.add_argument(
+        "--target-batch",
+        type=int,
+        default=8,
+        help="effective batch for the training columns (default 8)",
+    )
+    p.add_argument("--cpu-ram", help="CPU RAM per node for offload, e.g. 64GiB (default 256GiB)")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(handler="searcher.commands:cmd_fits")
 
     p = sub.add_parser(
         "scenario", help="run the worked examples in scenarios/*.yaml and check them"

@@ -158,3 +158,114 @@ def cmd_scenario_run(args: argparse.Namespace) -> int:
     else:
         print_results(results)
     return 0 if all(r.ok for r in results) else 1
+
+
+def search_problem(args: argparse.Namespace, spec=None, gpu=None):
+    """A SearchProblem from the search arguments (shared by search and launch)."""
+    from constraints.units import parse_size
+    from searcher.inputs import (
+        check_seq_len,
+        config_fields_from_args,
+        default_seq_len,
+        gpu_from_args,
+        headroom_from_args,
+        model_from_args,
+    )
+    from searcher.space import DEFAULT_CPU_RAM_PER_NODE, SearchProblem
+
+    spec = spec or model_from_args(args)
+    gpu = gpu or gpu_from_args(args)
+    pins, _notes = config_fields_from_args(args, spec, gpu)
+    pins.pop("seq_len", None)
+    seq_len = args.seq_len or default_seq_len(spec)
+    check_seq_len(spec, seq_len, getattr(args, "allow_long_seq", False))
+    gpus = args.gpus if args.gpus is not None else 1
+    if gpus < 1:
+        raise FitplanError(f"--gpus must be at least 1, got {gpus}")
+    max_gpus = gpus
+    if getattr(args, "max_gpus", None) is not None:
+        if args.max_gpus < 1:
+            raise FitplanError(f"--max-gpus must be at least 1, got {args.max_gpus}")
+        max_gpus = min(gpus, args.max_gpus) if args.gpus is not None else args.max_gpus
+    if args.target_batch is None or args.target_batch < 1:
+        raise FitplanError(f"--target-batch must be at least 1 sequence, got {args.target_batch}")
+    if getattr(args, "gpus_per_node", 8) < 1:
+        raise FitplanError("--gpus-per-node must be at least 1")
+    return SearchProblem(
+        model=spec,
+        gpu=gpu,
+        max_gpus=max_gpus,
+        target_batch=args.target_batch,
+        seq_len=seq_len,
+        headroom=headroom_from_args(args),
+        cpu_ram_per_node=parse_size(args.cpu_ram) if args.cpu_ram else DEFAULT_CPU_RAM_PER_NODE,
+        gpus_per_node=getattr(args, "gpus_per_node", 8),
+        pins=pins,
+    )
+
+
+def run_cli_search(args: argparse.Namespace):
+    from searcher.render import progress_reporter
+    from searcher.search import run_search
+    from searcher.strategies import make_strategy
+
+    problem = search_problem(args)
+    strategy = make_strategy(
+        args.strategy, trials=args.trials, seed=args.seed, storage=args.storage
+    )
+    with progress_reporter("searching") as progress:
+        return run_search(problem, strategy, progress)
+
+
+def cmd_search(args: argparse.Namespace) -> int:
+    from searcher.render import print_search, write_front_csv
+    from searcher.search import result_json
+
+    if not args.model and args.params is None:
+        from searcher.cli import EXAMPLES
+
+        sys.stderr.write("fitplan search needs a model. For example:\n" + EXAMPLES)
+        return 2
+    if args.tokens is not None and args.tokens <= 0:
+        raise FitplanError(f"--tokens must be positive, got {args.tokens}")
+    if args.top is not None and args.top < 1:
+        raise FitplanError(f"--top must be at least 1, got {args.top}")
+    result = run_cli_search(args)
+    if args.csv:
+        write_front_csv(result, args.csv, args.tokens)
+    if args.json:
+        _dump(result_json(result, args.tokens))
+    else:
+        print_search(result, args.top, args.tokens)
+    return 0 if result.front else 1
+
+
+def cmd_fits(args: argparse.Namespace) -> int:
+    from constraints.models import catalog_ids, resolve_model
+    from constraints.units import parse_size
+    from searcher.fits import fits_table
+    from searcher.inputs import gpu_from_args, headroom_from_args
+    from searcher.render import print_fits, progress_reporter
+
+    gpu = gpu_from_args(args)
+    if args.seq_len is None or args.seq_len < 1:
+        raise FitplanError(f"--seq-len must be positive, got {args.seq_len}")
+    if args.target_batch < 1:
+        raise FitplanError(f"--target-batch must be at least 1, got {args.target_batch}")
+    specs = [resolve_model(m) for m in (args.models or catalog_ids())]
+    with progress_reporter("checking models") as progress:
+        rows = fits_table(
+            specs,
+            gpu,
+            seq_len=args.seq_len,
+            target_batch=args.target_batch,
+            gpus=args.gpus or 1,
+            headroom=headroom_from_args(args),
+            cpu_ram=parse_size(args.cpu_ram) if args.cpu_ram else None,
+            progress=progress,
+        )
+    if args.json:
+        _dump([r.model_dump() for r in rows])
+    else:
+        print_fits(rows, gpu, args.seq_len)
+    return 0

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from rich.console import Console
@@ -15,7 +17,7 @@ from constraints.units import GB, GiB, fmt_bytes, fmt_count
 def console(stderr: bool = False) -> Console:
     c = Console(stderr=stderr, highlight=False, soft_wrap=False)
     if not c.is_terminal:
-        c = Console(stderr=stderr, highlight=False, soft_wrap=False, width=120)
+        c = Console(stderr=stderr, highlight=False, soft_wrap=False, width=180)
     return c
 
 
@@ -195,3 +197,206 @@ def print_explanation(e: Explanation, out: Console | None = None) -> None:
 
 def part_doc(name: str) -> str:
     return PART_DOC.get(name, name)
+
+
+@contextmanager
+def progress_reporter(label: str) -> Iterator[Callable[[int, int], None]]:
+    """A progress callback that shows a bar on stderr once a run has taken more than a second."""
+    import time
+
+    start = time.perf_counter()
+    state: dict[str, Any] = {}
+
+    def report(done: int, total: int) -> None:
+        if "bar" not in state:
+            if time.perf_counter() - start < 1.0 or not console(stderr=True).is_terminal:
+                return
+            from rich.progress import Progress
+
+            bar = Progress(console=console(stderr=True), transient=True)
+            bar.start()
+            state["bar"], state["task"] = bar, bar.add_task(label, total=total)
+        state["bar"].update(state["task"], completed=done, total=total)
+
+    try:
+        yield report
+    finally:
+        if "bar" in state:
+            state["bar"].stop()
+
+
+def _bar(fraction: float, width: int = 12) -> str:
+    filled = max(0, min(width, round(fraction * width)))
+    colour = "green" if fraction <= 0.9 else "yellow" if fraction <= 1.0 else "red"
+    return f"[{colour}]{'█' * filled}[/]{'░' * (width - filled)}"
+
+
+def _money(x: float | None) -> str:
+    return "—" if x is None else f"${x:,.3f}"
+
+
+def print_search(
+    result: Any, top: int, tokens: float | None = None, out: Console | None = None
+) -> None:
+    from constraints.breakdown import explain
+    from constraints.params import total_params
+
+    out = out or console()
+    p = result.problem
+    out.print(
+        f"[bold]{p.model.name}[/] ({fmt_count(total_params(p.model))} params) "
+        f"on up to {p.max_gpus} × {p.gpu.name} · target batch {p.target_batch} × {p.seq_len} tokens · "
+        f"{result.evaluated:,} configurations evaluated ({result.strategy}), {result.feasible:,} fit, "
+        f"{len(result.front)} on the Pareto front, {result.seconds:.2f} s"
+    )
+    if result.front:
+        cap = p.gpu.memory_bytes
+        table = Table(title="Pareto-optimal configurations, cheapest first", title_justify="left")
+        cols = [
+            "#",
+            "method",
+            "precision · optimizer",
+            "memory levers",
+            "mb×acc×dp",
+            "tp·pp",
+            "peak GiB",
+            "",
+            "tokens/s",
+            "step s",
+            "$/1M tok",
+            "fid.",
+        ]
+        if tokens:
+            cols += ["hours", "cost"]
+        left = {"method", "precision · optimizer", "memory levers", "", "mb×acc×dp", "tp·pp"}
+        for c in cols:
+            table.add_column(c, justify="left" if c in left else "right", no_wrap=True)
+        for rank, m in enumerate(result.front[:top], start=1):
+            c = m.config
+            row = [
+                str(rank),
+                method_brief(c),
+                f"{precision_brief(c)} · {OPT_SHORT.get(c.optimizer, c.optimizer)}",
+                levers_brief(c),
+                f"{c.micro_batch}×{c.grad_accum}×{c.dp}",
+                f"{c.tp}·{c.pp}",
+                f"{m.needed / GiB:.1f}",
+                _bar(m.needed / cap, 8),
+                f"{m.tokens_per_s:,.0f}" if m.tokens_per_s else "—",
+                f"{m.step_time_s:.2f}" if m.tokens_per_s else "—",
+                _money(m.usd_per_mtok),
+                f"{m.fidelity:.2f}",
+            ]
+            if tokens:
+                hours, usd = (
+                    m.budget(tokens, p.gpu.usd_per_gpu_hour)
+                    if m.tokens_per_s
+                    else (float("nan"), None)
+                )
+                row += [f"{hours:,.1f}", "—" if usd is None else f"${usd:,.0f}"]
+            table.add_row(*row)
+        out.print(table)
+        if len(result.front) > top:
+            out.print(
+                f"[dim]{len(result.front) - top} more on the front: --top {len(result.front)}, --json or --csv[/]"
+            )
+    for r in result.rejected:
+        out.print(f"[red]✗[/] {r.reason}")
+    if not result.front:
+        out.print(
+            "[red]nothing fits[/]: see the reasons above; more GPUs, a larger card, or a shorter sequence"
+        )
+        return
+    best = result.front[0]
+    out.print()
+    out.print("[bold]top pick[/]:")
+    print_explanation(explain(p.model, best.config, p.gpu, p.headroom), out)
+
+
+def precision_brief(c: Any) -> str:
+    """'bf16+master', 'fp16', 'fp32+autocast': the weight dtype, as the recipe resolves it."""
+    weight, _grad, master, state, compute, autocast = c.resolved_recipe()
+    text = weight
+    if master:
+        text += "+master"
+    if autocast:
+        text += f"→{compute}"
+    if state is None and weight != "fp32" and "8bit" not in c.optimizer:
+        text += f" ({weight} states)"
+    return text
+
+
+OPT_SHORT = {
+    "adamw": "AdamW",
+    "adamw-8bit": "AdamW8bit",
+    "paged-adamw-8bit": "PagedAdamW8bit",
+    "sgd": "SGD",
+    "sgd-momentum": "SGD+mom",
+    "adafactor": "Adafactor",
+    "lion": "Lion",
+}
+
+
+def method_brief(c: Any) -> str:
+    if c.method == "full":
+        return "full"
+    return f"{c.method} r{c.lora_rank}" + (f" {c.quant}" if c.quant != "none" else "")
+
+
+def levers_brief(c: Any) -> str:
+    parts = []
+    if c.checkpointing != "none":
+        parts.append("ckpt" if c.checkpointing == "full" else "sel-ckpt")
+    if c.loss != "standard":
+        parts.append(f"{c.loss}CE")
+    if c.zero:
+        parts.append(f"Z{c.zero}")
+    if c.offload != "none":
+        parts.append(f"off:{'opt' if c.offload == 'optimizer' else 'all'}")
+    if c.optimizer_in_backward:
+        parts.append("opt-in-bwd")
+    return " ".join(parts) or "—"
+
+
+def write_front_csv(result: Any, path: str, tokens: float | None = None) -> None:
+    import pandas as pd
+
+    from searcher.search import member_json
+
+    rows = []
+    for m in result.front:
+        j = member_json(m, result.problem, tokens)
+        flat = {
+            **{f"config.{k}": v for k, v in j["config"].items()},
+            **{f"memory_bytes.{k}": v for k, v in j["memory_bytes"].items()},
+        }
+        for k in ("needed_bytes", "tokens_per_s", "step_time_s", "usd_per_mtok", "mfu", "fidelity"):
+            flat[k] = j[k]
+        if "budget" in j:
+            flat.update({f"budget.{k}": v for k, v in j["budget"].items()})
+        rows.append(flat)
+    from searcher.files import atomic_write_text
+
+    atomic_write_text(path, pd.DataFrame(rows).to_csv(index=False))
+
+
+def print_fits(rows: list[Any], gpu: Any, seq_len: int, out: Console | None = None) -> None:
+    from constraints.breakdown import usable_bytes
+    from constraints.units import fmt_count
+
+    out = out or console()
+    usable = usable_bytes(gpu)[0]
+    table = Table(
+        title=f"what fits on {gpu.name} ({usable / GiB:.1f} GiB usable), {seq_len}-token sequences",
+        title_justify="left",
+        show_lines=True,
+    )
+    for col in ("model", "params", "inference", "QLoRA", "LoRA", "full fine-tune"):
+        table.add_column(col, justify="right" if col == "params" else "left", overflow="fold")
+    for r in rows:
+        cells = [
+            f"[green]✓[/] {c.summary}" if c.ok else f"[red]✗[/] {c.summary}"
+            for c in (r.inference, r.qlora, r.lora, r.full)
+        ]
+        table.add_row(r.model, fmt_count(r.params), *cells)
+    out.print(table)

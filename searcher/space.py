@@ -1,0 +1,306 @@
+"""The search problem and its knob space.
+
+The space holds only valid combinations: the batch arithmetic multiplies out exactly
+(micro-batch × accumulation × data-parallel = target batch), parallel degrees divide the GPUs,
+heads and layers, and knobs that do not apply to a method are absent (no rank for a full
+fine-tune, no quantisation for plain LoRA, selective recomputation only where attention scores
+exist). The constraints left to evaluate are memory and hardware.
+
+Default knob values are what a practitioner would consider; a pin (``--optimizer adamw``)
+replaces a knob's values with one. Optimizers default to the Adam family (AdamW, 8-bit, paged
+8-bit): SGD, Adafactor and Lion change the training dynamics, so they are searched only when
+pinned. Recipes default to ``bf16-master`` and ``bf16-torch`` (fp32-weight recipes use more memory
+for no speed).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from constraints.config import CODE, COLUMN_DTYPES, ConfigBatch, TrainConfig
+from constraints.constants import DEFAULT_HEADROOM
+from constraints.errors import FitplanError
+from constraints.gpus import GpuSpec
+from constraints.models import ModelSpec
+from constraints.units import GiB
+
+DEFAULT_RANKS = (8, 16, 32, 64, 128)
+DEFAULT_RECIPES = ("bf16-master", "bf16-torch")
+DEFAULT_OPTIMIZERS = ("adamw", "adamw-8bit", "paged-adamw-8bit")
+DEFAULT_QUANTS = ("nf4", "nf4-dq")
+DEFAULT_LOSSES = ("standard", "fused")
+DEFAULT_CPU_RAM_PER_NODE = 256 * GiB
+PARALLEL_DEGREES = (1, 2, 4, 8, 16, 32, 64)
+MAX_MICRO_BATCH = 256
+
+#: (ZeRO stage, offload) pairs worth searching
+SHARDING_SINGLE = ((0, "none"), (2, "optimizer"), (3, "all"))
+SHARDING_MULTI = (
+    (0, "none"),
+    (1, "none"),
+    (2, "none"),
+    (3, "none"),
+    (2, "optimizer"),
+    (3, "optimizer"),
+    (3, "all"),
+)
+
+
+@dataclass(frozen=True)
+class SearchProblem:
+    """Everything a search needs: the model, the hardware, the target and the user's pins."""
+
+    model: ModelSpec
+    gpu: GpuSpec
+    max_gpus: int
+    target_batch: int
+    seq_len: int
+    headroom: float = DEFAULT_HEADROOM
+    cpu_ram_per_node: int = DEFAULT_CPU_RAM_PER_NODE
+    gpus_per_node: int = 8
+    inter_node_gb_s: float = 50.0
+    pins: dict[str, Any] = field(default_factory=dict)
+    min_gpus: int = 1
+    all_gpu_counts: bool = False
+
+    def __post_init__(self) -> None:
+        if self.max_gpus < 1:
+            raise FitplanError(f"--gpus must be at least 1, got {self.max_gpus}")
+        if self.target_batch < 1:
+            raise FitplanError(
+                f"--target-batch must be at least 1 sequence, got {self.target_batch}"
+            )
+        if self.seq_len < 1:
+            raise FitplanError(f"--seq-len must be positive, got {self.seq_len}")
+
+
+@dataclass(frozen=True)
+class Layout:
+    gpus: int
+    tp: int
+    pp: int
+    dp: int
+
+
+def divisors(n: int, cap: int | None = None) -> list[int]:
+    return [d for d in range(1, n + 1) if n % d == 0 and (cap is None or d <= cap)]
+
+
+def gpu_counts(problem: SearchProblem) -> list[int]:
+    """GPU counts to try: powers of two up to what the user has, and the full count."""
+    if "gpus" in problem.pins:
+        return [int(problem.pins["gpus"])]
+    if problem.all_gpu_counts:
+        return list(range(problem.min_gpus, problem.max_gpus + 1))
+    counts = {
+        g
+        for g in PARALLEL_DEGREES + tuple(2**k for k in range(7, 14))
+        if problem.min_gpus <= g <= problem.max_gpus
+    }
+    counts.add(problem.max_gpus)
+    return sorted(counts)
+
+
+def layouts(problem: SearchProblem) -> list[Layout]:
+    spec = problem.model
+    out = []
+    tps = [int(problem.pins["tp"])] if "tp" in problem.pins else PARALLEL_DEGREES
+    pps = [int(problem.pins["pp"])] if "pp" in problem.pins else PARALLEL_DEGREES
+    for gpus in gpu_counts(problem):
+        for tp in tps:
+            if tp > min(gpus, problem.gpus_per_node):
+                continue
+            if tp > 1 and (
+                spec.heads % tp
+                or (spec.kv_heads % tp and tp % spec.kv_heads)
+                or spec.arch in ("encoder-decoder", "raw")
+            ):
+                continue
+            for pp in pps:
+                if gpus % (tp * pp) or pp > spec.layers or (pp > 1 and spec.layers % pp):
+                    continue
+                dp = gpus // (tp * pp)
+                if problem.target_batch % dp:
+                    continue
+                out.append(Layout(gpus, tp, pp, dp))
+    return out
+
+
+def knob_values(problem: SearchProblem) -> dict[str, tuple[Any, ...]]:
+    """The values each categorical knob takes (pins replace the defaults)."""
+    pins, gpu, spec = problem.pins, problem.gpu, problem.model
+    methods: tuple[str, ...] = ("full", "lora", "qlora")
+    if spec.arch == "raw" and spec.raw_trainable_params is None:
+        methods = ("full",)
+    compute = pins.get("compute_dtype") or ("bf16" if gpu.supports_bf16 or gpu.custom else "fp16")
+    attention = pins.get("attention") or (
+        "flash" if gpu.supports_flash_attention or gpu.custom else "sdpa"
+    )
+    ckpt = ("none", "selective", "full") if attention == "eager" else ("none", "full")
+    return {
+        "method": (pins["method"],) if "method" in pins else methods,
+        "rank": (int(pins["lora_rank"]),) if "lora_rank" in pins else DEFAULT_RANKS,
+        "lora_targets": (pins.get("lora_targets") or "all-linear",),
+        "recipe": (pins["recipe"],) if "recipe" in pins else DEFAULT_RECIPES,
+        "optimizer": (pins["optimizer"],) if "optimizer" in pins else DEFAULT_OPTIMIZERS,
+        "quant": (pins["quant"],) if pins.get("quant") not in (None, "none") else DEFAULT_QUANTS,
+        "checkpointing": (pins["checkpointing"],) if "checkpointing" in pins else ckpt,
+        "loss": (pins["loss"],) if "loss" in pins else DEFAULT_LOSSES,
+        "compute_dtype": (compute,),
+        "attention": (attention,),
+        "lora_dropout": (float(pins.get("lora_dropout", 0.0)),),
+        "adapter_dtype": (pins.get("adapter_dtype"),),
+        "weight_dtype": (pins.get("weight_dtype"),),
+    }
+
+
+def sharding_options(problem: SearchProblem, dp: int) -> list[tuple[int, str]]:
+    options = list(SHARDING_MULTI if dp > 1 else SHARDING_SINGLE)
+    if problem.gpu.custom:
+        # a card known only by its memory has no throughput to weigh offload's PCIe cost against
+        options = [o for o in options if o[1] == "none"]
+    if "zero" in problem.pins:
+        options = [o for o in options if o[0] == int(problem.pins["zero"])] or [
+            (int(problem.pins["zero"]), "none")
+        ]
+    if "offload" in problem.pins:
+        options = [o for o in options if o[1] == problem.pins["offload"]]
+    return options
+
+
+def static_variants(problem: SearchProblem) -> list[dict[str, Any]]:
+    """Every combination of the knobs that do not depend on the layout, per method family."""
+    v = knob_values(problem)
+    out: list[dict[str, Any]] = []
+    for method in v["method"]:
+        ranks = v["rank"] if method != "full" else (16,)
+        quants = v["quant"] if method == "qlora" else ("none",)
+        opt_in_bwd = (
+            (False, True)
+            if "optimizer_in_backward" not in problem.pins
+            else (bool(problem.pins["optimizer_in_backward"]),)
+        )
+        for rank, quant, recipe, opt, ckpt, loss, oib in itertools.product(
+            ranks, quants, v["recipe"], v["optimizer"], v["checkpointing"], v["loss"], opt_in_bwd
+        ):
+            out.append(
+                {
+                    "method": method,
+                    "lora_rank": rank,
+                    "lora_targets": v["lora_targets"][0],
+                    "lora_dropout": v["lora_dropout"][0] if method != "full" else 0.0,
+                    "recipe": recipe,
+                    "weight_dtype": v["weight_dtype"][0],
+                    "adapter_dtype": v["adapter_dtype"][0] if method != "full" else None,
+                    "compute_dtype": v["compute_dtype"][0],
+                    "optimizer": opt,
+                    "quant": quant,
+                    "checkpointing": ckpt,
+                    "attention": v["attention"][0],
+                    "loss": loss,
+                    "optimizer_in_backward": oib,
+                }
+            )
+    return out
+
+
+def layout_rows(problem: SearchProblem) -> list[dict[str, int | str]]:
+    rows: list[dict[str, int | str]] = []
+    pinned_mb = problem.pins.get("micro_batch")
+    for lay in layouts(problem):
+        per_replica = problem.target_batch // lay.dp
+        mbs = [int(pinned_mb)] if pinned_mb else divisors(per_replica, MAX_MICRO_BATCH)
+        for mb in mbs:
+            if per_replica % mb:
+                continue
+            for zero, offload in sharding_options(problem, lay.dp):
+                rows.append(
+                    {
+                        "tp": lay.tp,
+                        "pp": lay.pp,
+                        "dp": lay.dp,
+                        "micro_batch": mb,
+                        "grad_accum": per_replica // mb,
+                        "zero": zero,
+                        "offload": offload,
+                    }
+                )
+    return rows
+
+
+def pair_ok(
+    opt_in_bwd: Any, eight_bit: Any, grad_accum: Any, gpus: Any, zero: Any, offload_code: Any
+) -> Any:
+    """Whether a layout row can carry a layout-independent variant (scalars or arrays).
+
+    The optimizer step fused into backward needs one GPU, no accumulation and no ZeRO; the 8-bit
+    bitsandbytes optimizers cannot run on CPU-offloaded states."""
+    fused_ok = ~np.asarray(opt_in_bwd) | (
+        (np.asarray(grad_accum) == 1) & (np.asarray(gpus) == 1) & (np.asarray(zero) == 0)
+    )
+    offload_ok = ~np.asarray(eight_bit) | (np.asarray(offload_code) == CODE["offload"]["none"])
+    return fused_ok & offload_ok
+
+
+def _eight_bit(optimizer_name: str) -> bool:
+    return optimizer_name in ("adamw-8bit", "paged-adamw-8bit")
+
+
+def grid(problem: SearchProblem) -> ConfigBatch:
+    """Every valid configuration of the problem as one ConfigBatch (exhaustive enumeration).
+
+    Columns are built by broadcasting: the layout-independent part of each configuration is
+    resolved once per distinct combination (through TrainConfig, the one place that knows how a
+    recipe becomes bytes) and then repeated across the layout rows.
+    """
+    statics = static_variants(problem)
+    rows = layout_rows(problem)
+    if not rows:
+        raise FitplanError(
+            f"no data-parallel layout of up to {problem.max_gpus} GPU(s) divides the target batch "
+            f"{problem.target_batch}",
+            "choose a --target-batch divisible by the number of data-parallel GPUs",
+        )
+    static_cols: list[dict[str, float]] = []
+    for st in statics:
+        probe = TrainConfig(**{**st, "micro_batch": 1, "seq_len": problem.seq_len})
+        static_cols.append(probe.columns())
+    row_arr = {
+        k: np.array([r[k] if k != "offload" else CODE["offload"][str(r[k])] for r in rows])
+        for k in ("tp", "pp", "dp", "micro_batch", "grad_accum", "zero", "offload")
+    }
+    n_s, n_r = len(statics), len(rows)
+    s_idx = np.repeat(np.arange(n_s), n_r)
+    r_idx = np.tile(np.arange(n_r), n_s)
+    # drop invalid pairings
+    keep = pair_ok(
+        np.array([st["optimizer_in_backward"] for st in statics])[s_idx],
+        np.array([_eight_bit(st["optimizer"]) for st in statics])[s_idx],
+        row_arr["grad_accum"][r_idx],
+        (row_arr["dp"] * row_arr["tp"] * row_arr["pp"])[r_idx],
+        row_arr["zero"][r_idx],
+        row_arr["offload"][r_idx],
+    )
+    s_idx, r_idx = s_idx[keep], r_idx[keep]
+    cols: dict[str, np.ndarray] = {}
+    for key in COLUMN_DTYPES:
+        if key == "targets":
+            continue
+        if key in row_arr:
+            cols[key] = row_arr[key][r_idx].astype(COLUMN_DTYPES[key])
+        elif key == "seq_len":
+            cols[key] = np.full(len(s_idx), problem.seq_len, dtype=np.int64)
+        else:
+            cols[key] = np.array([c[key] for c in static_cols], dtype=COLUMN_DTYPES[key])[s_idx]
+    cols["targets"] = np.zeros(len(s_idx), dtype=np.int64)
+    return ConfigBatch(**cols, target_names=(statics[0]["lora_targets"],))
+
+
+def describe_space(problem: SearchProblem) -> dict[str, Sequence[Any]]:
+    v = knob_values(problem)
+    return {**v, "layouts": [f"tp{x.tp}·pp{x.pp}·dp{x.dp}" for x in layouts(problem)]}
