@@ -322,5 +322,7 @@ class ConfigBatch:
             for key, value in c.columns().items():
                 rows[key].append(value)
             rows["targets"].append(target_names.index(c.lora_targets))
-        cols: dict[str, np.ndarray] = {k: np.asarray(v, dtype=COLUMN_DTYPES[k]) for k, v in rows.items()}
+        cols: dict[str, np.ndarray] = {
+            k: np.asarray(v, dtype=COLUMN_DTYPES[k]) for k, v in rows.items()
+        }
         return cls(**cols, target_names=target_names)
