@@ -278,6 +278,7 @@ def _activation_arrays(spec: ModelSpec, batch: ConfigBatch) -> dict[str, np.ndar
             lora_extra[sel] = tokens[sel] * (rank_bytes + copy_bytes)
     layers = float(model_facts(spec).layers)
     saved = saved + lora_extra
+    uncheckpointed = saved  # what the forward writes, whatever is kept (elementwise traffic)
     ckpt_saved = tokens * layers * b_r * spec.hidden + lora_extra / layers
     saved = np.where(full_ckpt, ckpt_saved, saved)
     recompute = np.where(full_ckpt, layer + lora_extra / layers, 0.0)
@@ -286,7 +287,12 @@ def _activation_arrays(spec: ModelSpec, batch: ConfigBatch) -> dict[str, np.ndar
     pp = batch.pp.astype(np.float64)
     in_flight = np.minimum(pp, batch.grad_accum)
     saved = saved * in_flight / pp
-    return {"saved": saved, "recompute": recompute, "end": saved / max(layers, 1.0)}
+    return {
+        "saved": saved,
+        "recompute": recompute,
+        "end": saved / max(layers, 1.0),
+        "written": uncheckpointed,
+    }
 
 
 def _logits_bytes(spec: ModelSpec, batch: ConfigBatch, full_ft: np.ndarray) -> np.ndarray:
@@ -503,6 +509,7 @@ def memory_arrays(spec: ModelSpec, batch: ConfigBatch, gpu: GpuSpec) -> dict[str
     out["static"] = out["static_weights"] + out["static_gradients"] + out["static_optimizer"]
     out["paged_optimizer"] = paged_states
     out["activations_saved_all_layers"] = act["saved"]
+    out["activations_written"] = act["written"]
     out["activations_recompute"] = act["recompute"]
     out["logits_peak"] = logits
     out["cpu_bytes"] = cpu_bytes + paged_states

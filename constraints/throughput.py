@@ -217,9 +217,7 @@ def throughput_arrays(
     attn_recompute = np.where(ckpt_full | (ckpt_sel & eager), t_attn_fwd, 0.0)
 
     # ---- elementwise (memory-bound) ----
-    act = mem["activations_saved_all_layers"]
-    if "activations_no_ckpt" in mem:
-        act = mem["activations_no_ckpt"]
+    act = mem["activations_written"]  # the whole model, one micro-batch
     t_elem = k_elementwise * act / bw * (1.0 + 0.5 * recompute)
     loss_bytes = np.where(spec.arch == "encoder", 0.0, T * spec.vocab / tp * 4.0 * 4.0)
     t_loss = loss_bytes / bw
