@@ -403,14 +403,11 @@ def memory_arrays(spec: ModelSpec, batch: ConfigBatch, gpu: GpuSpec) -> dict[str
     master_bytes = np.where(shard_s, master_bytes / dp, master_bytes)
     paged = _OPT_PAGED[opt] & ~offload_opt
     paged_states = np.where(paged, state_bytes, 0.0)
+    # CPU offload steps the optimizer on the CPU in fp32 whatever the GPU recipe (DeepSpeedCPUAdam,
+    # FSDP CPUOffload): an fp32 master copy, fp32 gradients and fp32 states per trainable parameter
+    cpu_per_param = 4.0 + 4.0 + states * 4.0
     cpu_bytes = np.where(
-        offload_opt,
-        state_bytes
-        + master_bytes
-        + np.where(shard_s, grad_unsharded / dp, grad_unsharded)
-        * 4.0
-        / np.maximum(batch.grad_bytes, 1),
-        0.0,
+        offload_opt, p_train * cpu_per_param * frac / np.where(shard_s, dp, 1.0), 0.0
     )
     cpu_bytes = cpu_bytes + np.where(
         offload_all,

@@ -9,6 +9,7 @@ default), its inputs, and ``expect``: metric → expectation. Metrics are the ke
     {min_gb: 30, max_gb: 40}   (also min_gib / max_gib / min / max)                 a band
     {not_gb: 24.5, tol: 0.03}                                                         must differ
     {equals: true}                                                                    exact
+    {contains: [lora], excludes: [full]}                                   for list-valued metrics
 
 A metric may carry a note after a space (``static (GiB)``) to check one metric twice.
 
@@ -136,10 +137,62 @@ def _params_total(spec: Any) -> int:
     return total_params(spec)
 
 
+def _uses_memory_lever(cfg: Any) -> bool:
+    """8-bit optimizer states, optimizer-state sharding, CPU offload, reduced-precision states,
+    or the optimizer step fused into backward: what fits a model whose fp32 Adam states do not."""
+    from constraints.precision import recipe
+
+    eight_bit = cfg.optimizer in ("adamw-8bit", "paged-adamw-8bit")
+    sharded = cfg.zero >= 1 and cfg.dp > 1
+    low_states = recipe(cfg.recipe).state_dtype is None and cfg.resolved_recipe()[0] != "fp32"
+    return (
+        eight_bit
+        or sharded
+        or cfg.offload != "none"
+        or low_states
+        or cfg.optimizer_in_backward
+        or cfg.tp * cfg.pp > 1
+    )
+
+
+def _search_metrics(case: Case) -> dict[str, Any]:
+    """Run the exhaustive search; metrics describe the front and the rejected families."""
+    from constraints.gpus import resolve_gpu
+    from constraints.units import parse_size
+    from searcher.search import run_search
+    from searcher.space import DEFAULT_CPU_RAM_PER_NODE, SearchProblem
+    from searcher.strategies import ExhaustiveStrategy
+
+    i = dict(case.inputs)
+    cpu_ram = i.pop("cpu_ram", None)
+    problem = SearchProblem(
+        model=_model(case.model),
+        gpu=resolve_gpu(case.gpu),
+        max_gpus=int(i.pop("gpus", 1)),
+        target_batch=int(i.pop("target_batch", 16)),
+        seq_len=int(i.pop("seq_len", 2048)),
+        cpu_ram_per_node=parse_size(str(cpu_ram)) if cpu_ram else DEFAULT_CPU_RAM_PER_NODE,
+        pins=dict(case.config),
+    )
+    if i:
+        raise FitplanError(f"search case '{case.name}': unknown inputs {sorted(i)}")
+    r = run_search(problem, ExhaustiveStrategy())
+    cfgs = [m.config for m in r.front]
+    return {
+        "front.size": len(cfgs),
+        "front.methods": sorted({c.method for c in cfgs}),
+        "front.all_use_a_memory_lever": all(_uses_memory_lever(c) for c in cfgs),
+        "front.all_use_zero": bool(cfgs) and all(c.zero >= 1 for c in cfgs),
+        "front.any_fits": bool(cfgs),
+        "rejected.families": sorted(x.family for x in r.rejected),
+    }
+
+
 KINDS: dict[str, Callable[[Case], dict[str, Any]]] = {
     "explain": _explain_metrics,
     "saved_tensor": _saved_tensor_metrics,
     "inference": _inference_metrics,
+    "search": _search_metrics,
 }
 
 
@@ -160,6 +213,14 @@ def _lookup(metrics: dict[str, Any], name: str) -> Any:
 def _check(metric: str, expect: dict[str, Any], got: Any) -> Check:
     tol = float(expect.get("tol", 0.005))
     unit = 1.0
+    if "contains" in expect or "excludes" in expect:
+        items = set(got)
+        want_in, want_out = set(expect.get("contains", [])), set(expect.get("excludes", []))
+        ok = want_in <= items and not (want_out & items)
+        text = " ".join(
+            [f"⊇ {sorted(want_in)}" if want_in else "", f"∌ {sorted(want_out)}" if want_out else ""]
+        ).strip()
+        return Check(metric=metric, expected=text, got=None, got_text=str(sorted(items)), ok=ok)
     if isinstance(got, bool) or "equals" in expect:
         want = expect.get("equals")
         return Check(
