@@ -33,7 +33,7 @@ from functools import cache
 import numpy as np
 
 from constraints import constants as C
-from constraints.activations import DKind, activation_coefficients
+from constraints.activations import DKind, activation_coefficients, checkpoint_bias_elements
 from constraints.config import CODE, OPTIMIZER_NAMES, QUANT_NAMES, ConfigBatch
 from constraints.errors import FitplanError
 from constraints.gpus import GpuSpec
@@ -271,6 +271,13 @@ def _activation_arrays(spec: ModelSpec, batch: ConfigBatch) -> dict[str, np.ndar
     layers = float(model_facts(spec).layers)
     saved = saved + lora_extra
     ckpt_saved = tokens * layers * b_r * spec.hidden + lora_extra / layers
+    if spec.family in ("t5", "mt5"):
+        # each checkpointed T5 layer also keeps the (1, heads, s, s) position bias it was given
+        bias = sum(
+            n * checkpoint_bias_elements(spec, block, 1)
+            for block, n in inventory(spec).blocks.items()
+        )
+        ckpt_saved = ckpt_saved + bias * s * s * b_r
     saved = np.where(full_ckpt, ckpt_saved, saved)
     recompute = np.where(full_ckpt, layer + lora_extra / layers, 0.0)
     # pipeline: the first stage holds its layers' activations for min(pp, accumulation)
