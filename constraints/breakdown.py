@@ -114,7 +114,9 @@ def breakdown_of(
     arrays = memory_arrays(spec, ConfigBatch.from_configs(configs), gpu)
     out = []
     for i in range(len(configs)):
-        parts = {p: round(float(arrays[p][i])) for p in PARTS}
+        parts = {
+            p: round(float(arrays["gradients_part" if p == "gradients" else p][i])) for p in PARTS
+        }
         terms = {t: sum(parts[p] for p in TERMS[t]) for t in TERMS}
         out.append(
             MemoryBreakdown(

@@ -301,17 +301,24 @@ def _logits_bytes(spec: ModelSpec, batch: ConfigBatch, full_ft: np.ndarray) -> n
     fused_bytes = (
         tokens * spec.hidden * (batch.compute_bytes + 4.0 * C.FUSED_CE_CHUNK_FP32_PER_HIDDEN)
     )
+    # full fine-tuning: the output head's weight gradient is the first gradient of the backward
+    # and is allocated while the logits' gradient (16-bit, 2 B per entry) still feeds it
     head_grad = np.where(
-        full_ft, model_facts(spec).head_matmul_params * batch.weight_bytes / batch.tp, 0.0
+        full_ft, model_facts(spec).head_matmul_params * batch.grad_bytes / batch.tp, 0.0
     )
-    return np.where(fused, fused_bytes + head_grad, tokens * vocab * per_vocab)
+    logits = tokens * vocab
+    standard = np.maximum(logits * per_vocab, logits * C.LOSS_GRAD_BYTES_PER_VOCAB + head_grad)
+    chunked = logits * per_vocab + head_grad
+    is_chunked = batch.loss == CODE["loss"]["chunked"]
+    return np.where(fused, fused_bytes + head_grad, np.where(is_chunked, chunked, standard))
 
 
 def memory_arrays(spec: ModelSpec, batch: ConfigBatch, gpu: GpuSpec) -> dict[str, np.ndarray]:
     """Peak memory per GPU of every configuration in ``batch``: parts, terms, phase, extras.
 
     Returns arrays keyed by the names in ``PARTS`` and ``TERMS``, plus ``total``, ``phase``
-    (index into ``PHASES``), ``static`` (weights + gradients + optimizer states + master, per GPU,
+    (index into ``PHASES``), ``gradients_part`` (the part "gradients": ``gradients`` is the term,
+    buckets included), ``static`` (weights + gradients + optimizer states + master, per GPU,
     the source documents' "static"), ``paged_optimizer`` (bitsandbytes paged states, outside the
     device total), ``cpu_bytes`` (host RAM per GPU rank for offload), ``trainable``.
     """
@@ -374,7 +381,8 @@ def memory_arrays(spec: ModelSpec, batch: ConfigBatch, gpu: GpuSpec) -> dict[str
     )
     grad_buckets = np.where(
         offload_opt,
-        np.maximum(grad_buckets, f.largest_tensor * batch.grad_bytes / tp),
+        # the staging buffer of the largest trainable tensor (an adapter matrix under LoRA)
+        np.maximum(grad_buckets, np.minimum(f.largest_tensor, p_train) * batch.grad_bytes / tp),
         grad_buckets,
     )
 
@@ -489,6 +497,9 @@ def memory_arrays(spec: ModelSpec, batch: ConfigBatch, gpu: GpuSpec) -> dict[str
     out: dict[str, np.ndarray] = {}
     for name in PARTS:
         out[name] = np.choose(phase, [p[name] for p in phase_parts])
+    # the part "gradients" shares its name with the term that also holds the buckets: keep the
+    # part under its own key before the term overwrites it
+    out["gradients_part"] = out["gradients"]
     for term, parts_of in TERMS.items():
         out[term] = np.sum([out[p] for p in parts_of], axis=0)
     out["total"] = np.sum([out[t] for t in TERMS], axis=0)

@@ -106,6 +106,9 @@ class MemoryCase:
     measured_bytes: float = 0.0
     #: the row's own measurement of the CUDA context (NVML rows that state it), else None
     context_bytes: float | None = None
+    #: gradients stay allocated between steps (torch < 2.0 zero_grad(set_to_none=False)): the
+    #: reason, or '' for torch ≥ 2.0 behaviour (freed at zero_grad)
+    grads_persist: str = ""
     assumptions: tuple[str, ...] = ()
     excluded: str | None = None
 
@@ -536,6 +539,9 @@ def _memory_case(row: dict[str, str], ov: dict[str, Any], assumptions: list[str]
     if value is None or value <= 0:
         raise FitplanError(f"row {row_id}: peak_memory '{row['peak_memory']}' is not a number")
     context = float(ov["context_mib"]) * MiB if "context_mib" in ov else None
+    grads_persist = str(ov.get("grads_persist", ""))
+    if grads_persist:
+        assumptions.append(grads_persist)
     return MemoryCase(
         row_id,
         source,
@@ -545,6 +551,7 @@ def _memory_case(row: dict[str, str], ov: dict[str, Any], assumptions: list[str]
         metric=metric,
         measured_bytes=value * unit,
         context_bytes=context,
+        grads_persist=grads_persist,
         assumptions=tuple(dict.fromkeys(assumptions)),
     )
 
@@ -618,9 +625,9 @@ def oom_cases() -> list[OomCase]:
     for row_id, ov in overrides().items():
         if "oom" not in ov or row_id not in rows:
             continue
-        base = memory_case(rows[row_id])
-        if base.spec is None or base.config is None or base.gpu is None:
-            continue
+        mem_ov = {k: v for k, v in ov.items() if k != "exclude"}
+        base = _memory_case(rows[row_id], mem_ov, [])
+        assert base.spec is not None and base.config is not None and base.gpu is not None
         patch = ov["oom"]
         cfg = TrainConfig(**{**base.config.model_dump(), **patch["config"]})
         out.append(OomCase(row_id, base.spec, cfg, base.gpu, patch["what"]))
@@ -807,7 +814,12 @@ def predict_memory(case: MemoryCase) -> MemoryResult:
     from constraints.breakdown import breakdown_of, verdict_of
 
     assert case.spec is not None and case.config is not None and case.gpu is not None
-    b = breakdown_of(case.spec, [case.config], case.gpu)[0]
+    config = case.config
+    if case.grads_persist and config.grad_accum == 1 and not config.optimizer_in_backward:
+        # the memory model holds gradients through the forward when accumulating; with
+        # set_to_none=False they are held the same way, so evaluate it as accumulating
+        config = config.model_copy(update={"grad_accum": 2})
+    b = breakdown_of(case.spec, [config], case.gpu)[0]
     context = float(case.context_bytes if case.context_bytes is not None else b.cuda_context)
     allocated = float(b.allocated)
     slack = float(b.allocator_slack)
