@@ -31,7 +31,7 @@ from constraints.models import ModelSpec
 from constraints.params import inventory, lora_target_groups
 
 # The three efficiencies below are fitted together by tools/calibrate.py (coordinate search over
-# a grid, median abs log error) to the 220 throughput rows fitplan uses from
+# a grid, median abs log error) to the 227 throughput rows fitplan uses from
 # constraints/data/calibration/measured_throughput.csv (llm-foundry MPT 125M-70B on A100/H100,
 # torchtune Llama on A100/RTX 4090); residuals in docs/calibration.md. Before the fit they were
 # guesses (0.72, 0.45, 4.0).

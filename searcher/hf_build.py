@@ -36,6 +36,16 @@ def require_torch() -> None:
         ) from None
 
 
+def quiet_transformers() -> None:
+    """transformers' advisory logging (deprecations, loss_type notes) off: fitplan prints results."""
+    try:
+        import transformers
+
+        transformers.logging.set_verbosity_error()
+    except ImportError:  # pragma: no cover
+        pass
+
+
 def config_of(model: str) -> tuple[dict[str, Any], ModelSpec]:
     """The ``config.json`` dict and the ModelSpec of a catalog id, calibration extra or path."""
     from searcher.accuracy import CALIBRATION_DIR
