@@ -30,6 +30,7 @@ The numbers are bytes per token per layer, compared with fitplan's analytic list
 from __future__ import annotations
 
 import sys
+import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -375,7 +376,32 @@ def trace(
     from constraints.models import spec_from_hf_config
 
     small_spec = spec_from_hf_config(small_cfg, id=spec.id, name=spec.name)
-    params_full = _count_params(hf_config(cfg), bool(cfg.get("tie_word_embeddings", True)))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # transformers' deprecation notices
+        params_full = _count_params(hf_config(cfg), bool(cfg.get("tie_word_embeddings", True)))
+        results = _trace_modes(small_cfg, small_spec, modes, batch, seq_len, dtype, keep_tensors)
+    return TraceResult(
+        model=spec.id,
+        spec=spec,
+        traced_layers=small_spec.total_layers,
+        params_traced=params_full,
+        params_inventory=total_params(spec),
+        batch=batch,
+        seq_len=seq_len,
+        dtype=dtype,
+        modes=results,
+    )
+
+
+def _trace_modes(
+    small_cfg: dict[str, Any],
+    small_spec: ModelSpec,
+    modes: tuple[tuple[str, str], ...],
+    batch: int,
+    seq_len: int,
+    dtype: str,
+    keep_tensors: bool,
+) -> list[ModeTrace]:
     results = []
     for attention, ckpt in modes:
         try:
@@ -392,17 +418,7 @@ def trace(
         except FitplanError as err:
             mode = ModeTrace(attention, ckpt, {}, {}, 0.0, 0.0, note=str(err))
         results.append(mode)
-    return TraceResult(
-        model=spec.id,
-        spec=spec,
-        traced_layers=small_spec.total_layers,
-        params_traced=params_full,
-        params_inventory=total_params(spec),
-        batch=batch,
-        seq_len=seq_len,
-        dtype=dtype,
-        modes=results,
-    )
+    return results
 
 
 def _count_params(config: Any, tie_word_embeddings: bool) -> int:
@@ -501,15 +517,11 @@ def cmd_trace(args: Any) -> int:
                 f"{args.checkpointing}",
                 "flash: none or full; eager: none, selective or full",
             )
-    import warnings
-
     from searcher.hf_build import quiet_transformers, require_torch
 
     require_torch()
     quiet_transformers()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        r = _trace_for_cli(args, modes)
+    r = _trace_for_cli(args, modes)
     if args.json:
         sys.stdout.write(json.dumps(result_json(r), indent=2) + "\n")
         return 0
