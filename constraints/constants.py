@@ -57,7 +57,7 @@ FSDP_LIVE_LAYERS = 2
 #: saved 4 bytes);
 #: chunked (torchtune CEWithChunkedOutputLoss, 8 chunks, as torchtune runs it with compile=True:
 #: the compiled per-chunk loss keeps the 16-bit logits chunk instead of an fp32 log-softmax, plus
-#: one chunk's backward). Fitted by tools/calibrate.py to the 7 torchtune rows with chunked CE
+#: one chunk's backward). Fitted by tools/calibrate.py to the 8 torchtune rows with chunked CE
 #: (all compiled): 2.25 (docs/calibration.md). Eager mode would hold the 16-bit logits of every
 #: chunk and their fp32 log-softmax at the end of the loss forward: ~6.5;
 #: fused (Liger fused linear CE / Apple CCE): no vocabulary-sized tensor per token.

@@ -179,8 +179,8 @@ def test_memory_constants_are_the_fit() -> None:
     fit = calibrate.fit_memory(cases)
     assert fit["ALLOCATOR_SLACK_FRACTION"] == pytest.approx(C.ALLOCATOR_SLACK_FRACTION)
     assert fit[calibrate.CHUNKED] == pytest.approx(C.LOSS_BYTES_PER_VOCAB["chunked"])
-    # the NVML rows, fitted without their stated context, imply about the context the guide
-    # measured (1343 MiB): an independent check of the slack and of the activation physics
+    # the NVML rows, read without their stated context, imply about the context the guide
+    # measured (1343 MiB): a consistency check of the slack and the activation physics
     assert abs(fit["context_implied_mib"] - 1343) < 150
 
 
