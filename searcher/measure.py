@@ -174,15 +174,50 @@ def build(spec: Any, cfg_dict: dict[str, Any], cfg: Any, device: str) -> tuple[A
 
 
 def _quantized_random_model(config: Any, quant: Any, dtype: Any, attn: str, device: str) -> Any:
-    """A bitsandbytes-quantised model with random weights: build, then swap in 4/8-bit linears."""
+    """A bitsandbytes-quantised model with random weights: build it on the CPU, swap each linear
+    inside the layers for a 4-bit (or 8-bit) one holding the same random weight, move to CUDA
+    (bitsandbytes quantises on the move). Embeddings and the output head stay 16-bit, as
+    transformers' BitsAndBytesConfig leaves them. Needs bitsandbytes and CUDA (checked before)."""
+    import bitsandbytes as bnb
     import transformers
+    from torch import nn
+
+    from searcher.hf_build import layer_stacks
 
     model = transformers.AutoModelForCausalLM.from_config(
         config, dtype=dtype, attn_implementation=attn
-    ).to(device)
-    from transformers.integrations.bitsandbytes import replace_with_bnb_linear
-
-    model = replace_with_bnb_linear(model, quantization_config=quant)
+    )
+    for _stack_name, stack in layer_stacks(model):
+        for parent in list(stack.modules()):
+            for name, child in list(parent.named_children()):
+                if type(child) is not nn.Linear:
+                    continue
+                bias = child.bias is not None
+                if quant.load_in_4bit:
+                    new = bnb.nn.Linear4bit(
+                        child.in_features,
+                        child.out_features,
+                        bias=bias,
+                        compute_dtype=quant.bnb_4bit_compute_dtype,
+                        compress_statistics=quant.bnb_4bit_use_double_quant,
+                        quant_type="nf4",
+                    )
+                    new.weight = bnb.nn.Params4bit(
+                        child.weight.data,
+                        requires_grad=False,
+                        compress_statistics=quant.bnb_4bit_use_double_quant,
+                        quant_type="nf4",
+                    )
+                else:
+                    new = bnb.nn.Linear8bitLt(
+                        child.in_features, child.out_features, bias=bias, has_fp16_weights=False
+                    )
+                    new.weight = bnb.nn.Int8Params(
+                        child.weight.data, requires_grad=False, has_fp16_weights=False
+                    )
+                if bias:
+                    new.bias = child.bias
+                setattr(parent, name, new)
     return model.to(device)
 
 
