@@ -91,3 +91,40 @@ def test_trace_bad_input(argv: list[str], needle: str, capsys: pytest.CaptureFix
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert needle in err and err.count("\n") == 1
+
+
+#: one model of every other family in the catalog; a mode may be skipped only for these reasons
+OTHER_FAMILIES = [
+    "qwen3-0.6b",
+    "qwen3-30b-a3b",
+    "deepseek-v3",
+    "falcon-7b",
+    "opt-1.3b",
+    "olmo-7b",
+    "olmo-2-7b",
+    "flan-t5-base",
+    "bert-base-uncased",
+]
+SKIPS = {
+    ("falcon-7b", "eager", "selective"): "attention interface",
+    ("flan-t5-base", "flash", "none"): "FlashAttention cannot take",
+    ("flan-t5-base", "flash", "full"): "FlashAttention cannot take",
+}
+
+
+@pytest.mark.parametrize("model", OTHER_FAMILIES)
+def test_every_other_catalog_family_agrees(model: str) -> None:
+    r = trace(model, layers=2, batch=2, seq_len=128)
+    assert r.params_traced == r.params_inventory
+    for m in r.modes:
+        skip = SKIPS.get((model, m.attention, m.checkpointing))
+        if skip is not None:
+            assert not m.layer_bytes and skip in m.note
+            continue
+        for block, traced in m.layer_bytes.items():
+            assert m.analytic_bytes[block] == pytest.approx(traced, rel=TOLERANCE), (
+                model,
+                m.attention,
+                m.checkpointing,
+                block,
+            )
