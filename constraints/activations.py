@@ -56,10 +56,18 @@ class Saved:
     flash_only: bool = False
     #: split across tensor-parallel ranks (inside the attention / MLP TP region)
     tp_split: bool = True
+    #: inside the attention core that selective recomputation recomputes (eager attention only)
+    recomputed_by_selective: bool = False
+    #: saved by the flash kernel, or kept as an input of a checkpointed (selective) attention core
+    flash_or_selective: bool = False
 
 
-def _norm(spec: ModelSpec, name: str, width: int) -> list[Saved]:
-    """What a norm layer saves, by implementation (HF Llama/Gemma RMSNorm, T5, nn.LayerNorm)."""
+def _norm(spec: ModelSpec, name: str, width: int, rows: int = 1) -> list[Saved]:
+    """What a norm layer saves, by implementation (HF Llama/Gemma/OLMo-2 RMSNorm, T5, LayerNorm).
+
+    ``rows``: normalised rows per token (1; the heads for a per-head q/k norm): an RMSNorm saves
+    one fp32 rsqrt per row.
+    """
     if spec.norm == "layernorm" or spec.family == "olmo":
         # F.layer_norm saves its input and per-token mean and rstd (2 fp32 values);
         # OLMo's non-parametric LayerNorm upcasts to fp32 first.
@@ -68,9 +76,12 @@ def _norm(spec: ModelSpec, name: str, width: int) -> list[Saved]:
             Saved(f"{name}: input", width, kind, tp_split=False),
             Saved(f"{name}: mean and rstd", 2, "fp32", tp_split=False),
         ]
-    if spec.family in ("gemma", "gemma2"):
+    rsqrt = Saved(f"{name}: rsqrt per row (fp32)", rows, "fp32", tp_split=False)
+    if spec.family in ("gemma", "gemma2", "olmo2"):
+        # the weight multiplies the fp32 normalised value, then casts: (x̂ · w).to(dtype)
         return [
             Saved(f"{name}: fp32 upcast of the input", width, "fp32", tp_split=False),
+            rsqrt,
             Saved(
                 f"{name}: normalised (fp32), for the weight grad",
                 width,
@@ -82,7 +93,13 @@ def _norm(spec: ModelSpec, name: str, width: int) -> list[Saved]:
     if spec.family in ("t5", "mt5"):
         return [
             Saved(f"{name}: fp32 copy for the variance", width, "fp32", tp_split=False),
-            Saved(f"{name}: input × rsqrt", width, "residual", tp_split=False),
+            Saved(
+                f"{name}: input (the x · rsqrt multiply saves it)",
+                width,
+                "residual",
+                tp_split=False,
+            ),
+            rsqrt,
             Saved(
                 f"{name}: normalised, for the weight grad",
                 width,
@@ -93,6 +110,7 @@ def _norm(spec: ModelSpec, name: str, width: int) -> list[Saved]:
         ]
     return [
         Saved(f"{name}: fp32 upcast of the input (pow, mul)", width, "fp32", tp_split=False),
+        rsqrt,
         Saved(
             f"{name}: normalised, for the weight grad",
             width,
@@ -103,15 +121,65 @@ def _norm(spec: ModelSpec, name: str, width: int) -> list[Saved]:
     ]
 
 
+#: families whose HF eager attention runs ``softmax(scores, dtype=torch.float32)``
+HF_FP32_SOFTMAX = frozenset(
+    {
+        "llama",
+        "mistral",
+        "mixtral",
+        "qwen2",
+        "qwen2_moe",
+        "qwen3",
+        "qwen3_moe",
+        "phi3",
+        "olmo",
+        "olmo2",
+        "deepseek_v3",
+        "gemma",
+        "gemma2",
+        "opt",
+    }
+)
+
+
 def _attention_core(
-    spec: ModelSpec, q: int, k: int, v: int, out_to: str, qkv_storage: int | None = None
+    spec: ModelSpec,
+    q: int,
+    k: int,
+    v: int,
+    out_to: str,
+    qkv_storage: int | None = None,
+    v_view_of: int | None = None,
 ) -> list[Saved]:
-    """SDPA (flash / memory-efficient) or eager attention, from q/k/v to the output projection."""
+    """SDPA (flash / memory-efficient) or eager attention, from q/k/v to the output projection.
+
+    ``v_view_of``: v is a view of a fused projection output of that width (Phi-3's qkv_proj). The
+    flash kernel (and a checkpointed attention core) saves v as it is, which keeps the whole fused
+    storage alive; eager attention's PV matmul saves a contiguous copy of v instead (traced).
+    """
     heads = spec.heads
     dropout = spec.attention_dropout > 0
     saved: list[Saved] = []
     if qkv_storage is not None:
         saved.append(Saved("q/k/v (views of one fused projection output)", qkv_storage, "compute"))
+    elif v_view_of is not None:
+        saved += [
+            Saved("q (after rotary)", q, "compute"),
+            Saved("k (after rotary)", k, "compute"),
+            Saved(
+                "v: its fused q/k/v projection output (v is a view of it)",
+                v_view_of,
+                "compute",
+                flash_or_selective=True,
+            ),
+            Saved(
+                "v made contiguous by the PV matmul",
+                v,
+                "compute",
+                eager_only=True,
+                recomputed_by_selective=True,
+            ),
+        ]
     else:
         saved += [
             Saved("q (after rotary)", q, "compute"),
@@ -130,34 +198,39 @@ def _attention_core(
     expand = spec.heads // spec.kv_heads
     if expand > 1 and qkv_storage is None:
         saved.append(
-            Saved("k, v expanded to all heads (repeat_kv)", 2 * (q - k), "compute", eager_only=True)
+            Saved(
+                "k, v expanded to all heads (repeat_kv)",
+                2 * (q - k),
+                "compute",
+                eager_only=True,
+                recomputed_by_selective=True,
+            )
         )
-    saved += [
-        Saved(
-            "attention probabilities (softmax output)", heads, "softmax", s2=True, eager_only=True
-        ),
-    ]
-    if spec.family in (
-        "llama",
-        "mistral",
-        "mixtral",
-        "qwen2",
-        "qwen2_moe",
-        "qwen3",
-        "qwen3_moe",
-        "phi3",
-        "olmo",
-        "olmo2",
-        "deepseek_v3",
-        "gemma",
-        "gemma2",
-    ):
-        # HF eager: softmax(dtype=float32).to(query.dtype): the 16-bit copy feeds the PV matmul
-        saved.append(
+    if spec.family in HF_FP32_SOFTMAX:
+        # HF eager: softmax(dtype=float32).to(query.dtype): softmax saves its fp32 output (traced:
+        # 4 bytes per score whatever the model dtype) and the 16-bit copy feeds the PV matmul
+        saved += [
+            Saved(
+                "attention probabilities (fp32 softmax output)",
+                heads,
+                "fp32",
+                s2=True,
+                eager_only=True,
+            ),
             Saved(
                 "attention probabilities cast to compute dtype (PV matmul input)",
                 heads,
                 "compute",
+                s2=True,
+                eager_only=True,
+            ),
+        ]
+    else:
+        saved.append(
+            Saved(
+                "attention probabilities (softmax output)",
+                heads,
+                "softmax",
                 s2=True,
                 eager_only=True,
             )
@@ -264,7 +337,14 @@ def _llama_layer(spec: ModelSpec, moe: bool) -> list[Saved]:
                 tp_split=False,
             )
         )
-        s += _attention_core(spec, q, q, spec.heads * spec.v_head_dim, "self_attn.o_proj")
+        s += _attention_core(
+            spec,
+            q,
+            q,
+            spec.heads * spec.v_head_dim,
+            "self_attn.o_proj",
+            v_view_of=spec.heads * (spec.qk_nope_head_dim + spec.v_head_dim),
+        )
     else:
         qkv = (
             ("self_attn.qkv_proj",)
@@ -281,8 +361,17 @@ def _llama_layer(spec: ModelSpec, moe: bool) -> list[Saved]:
             )
         )
         if spec.qk_norm != "none":
-            s += _norm(spec, "q_norm", q) + _norm(spec, "k_norm", kv)
-        s += _attention_core(spec, q, kv, kv, "self_attn.o_proj")
+            head_rows = spec.qk_norm == "head"
+            s += _norm(spec, "q_norm", q, spec.heads if head_rows else 1)
+            s += _norm(spec, "k_norm", kv, spec.kv_heads if head_rows else 1)
+        s += _attention_core(
+            spec,
+            q,
+            kv,
+            kv,
+            "self_attn.o_proj",
+            v_view_of=q + 2 * kv if spec.fused_qkv else None,
+        )
     if spec.post_norm:
         s += _norm(spec, "post_attention_layernorm", h)
     if spec.family == "gemma2":
@@ -318,6 +407,9 @@ def _llama_layer(spec: ModelSpec, moe: bool) -> list[Saved]:
                 tp_split=False,
             )
         )
+        if spec.family == "deepseek_v3":
+            # DeepseekV3TopkRouter: F.linear(hidden.type(torch.float32), weight.type(float32))
+            s.append(Saved("router input upcast to fp32", h, "fp32", tp_split=False))
         s.append(Saved("router probabilities (fp32 softmax / sigmoid)", e, "fp32", tp_split=False))
         experts_in = (
             ("mlp.experts.w1", "mlp.experts.w3")
@@ -406,12 +498,40 @@ def _falcon_layer(spec: ModelSpec) -> list[Saved]:
             tp_split=False,
         )
     )
-    s.append(Saved("fused q/k/v projection output (v is a view of it)", q + 2 * kv, "compute"))
-    s += [Saved("q after rotary", q, "compute"), Saved("k after rotary", kv, "compute")]
+    # transformers splits the fused projection with copies: q and k rotated, v its own tensor.
+    # The eager matmuls broadcast k and v (MQA / GQA) to every head and save those copies.
     s += [
-        x
-        for x in _attention_core(spec, q, kv, kv, "self_attention.dense", qkv_storage=0)
-        if x.width
+        Saved("q after rotary", q, "compute"),
+        Saved("k after rotary", kv, "compute", flash_or_selective=True),
+        Saved("v", kv, "compute", flash_or_selective=True),
+        Saved(
+            "k and v broadcast to all heads (eager matmul inputs)",
+            2 * q,
+            "compute",
+            eager_only=True,
+            recomputed_by_selective=True,
+        ),
+        Saved(
+            "attention output (SDPA saves it; the dense projection reads the same storage)",
+            q,
+            "compute",
+            flash_only=True,
+        ),
+        Saved("log-sum-exp per head", spec.heads, "fp32", flash_only=True),
+        Saved(
+            "attention probabilities (softmax output, model dtype)",
+            spec.heads,
+            "softmax",
+            s2=True,
+            eager_only=True,
+        ),
+        Saved(
+            "attention output made contiguous (dense input)",
+            q,
+            "compute",
+            inputs_of=("self_attention.dense",),
+            eager_only=True,
+        ),
     ]
     s += _plain_mlp(spec, "mlp.dense_h_to_4h", "mlp.dense_4h_to_h", i)
     return s
@@ -515,7 +635,7 @@ def _t5_attention(spec: ModelSpec, stack: str, prefix: str) -> list[Saved]:
         s.append(Saved("q, k, v", 3 * inner, "compute"))
     heads = spec.heads
     s += [
-        Saved("attention probabilities (fp32 softmax)", heads, "fp32", s2=True),
+        Saved("attention probabilities (softmax output, model dtype)", heads, "softmax", s2=True),
         Saved("attention dropout mask", heads, "mask", s2=True),
         Saved("dropped probabilities (PV matmul input)", heads, "compute", s2=True),
         Saved(
@@ -668,23 +788,7 @@ def activation_coefficients(
     eager = attention == "eager"
 
     def keeps(x: Saved, block: str) -> bool:
-        if x.eager_only and not eager:
-            return False
-        if x.flash_only and eager:
-            return False
-        if x.s2 and selective:
-            return False
-        if x.norm_weight and not full_ft:
-            return False
-        if x.inputs_of:
-            readers = [r for r in (_qualify(spec, m, block) for m in x.inputs_of) if r in widths]
-            if full_ft and "lm_head" in x.inputs_of:
-                return True  # a tied head trains with the embedding
-            if full_ft:
-                return bool(readers)
-            # a LoRA adapter reads the shared input itself only when it needs no private copy
-            return any(r in targets for r in readers) and not lora_input_copies
-        return True
+        return _keeps(spec, x, block, full_ft, targets, widths, eager, selective, lora_input_copies)
 
     per_token = dict.fromkeys(DKINDS, 0.0)
     s2 = dict.fromkeys(DKINDS, 0.0)
@@ -740,6 +844,86 @@ def activation_coefficients(
         lora_copy_elems=copy_elems,
         lines=tuple(lines),
     )
+
+
+def _keeps(
+    spec: ModelSpec,
+    x: Saved,
+    block: str,
+    full_ft: bool,
+    targets: frozenset[str],
+    widths: dict[str, tuple[int, float]],
+    eager: bool,
+    selective: bool,
+    lora_input_copies: bool,
+) -> bool:
+    """Whether tensor ``x`` of a ``block`` layer is saved in this setting."""
+    if x.eager_only and not eager:
+        return False
+    if x.flash_only and eager:
+        return False
+    if x.s2 and selective:
+        return False
+    if x.recomputed_by_selective and selective and eager:
+        return False
+    if x.flash_or_selective and eager and not selective:
+        return False
+    if x.norm_weight and not full_ft:
+        return False
+    if x.inputs_of:
+        readers = [r for r in (_qualify(spec, m, block) for m in x.inputs_of) if r in widths]
+        if full_ft and "lm_head" in x.inputs_of:
+            return True  # a tied head trains with the embedding
+        if full_ft:
+            return bool(readers)
+        # a LoRA adapter reads the shared input itself only when it needs no private copy
+        return any(r in targets for r in readers) and not lora_input_copies
+    return True
+
+
+def checkpoint_bias_elements(spec: ModelSpec, block: str, seq_len: int) -> float:
+    """Elements a checkpointed layer keeps besides its input, per layer (not per token).
+
+    T5 passes its relative position bias, a (1, heads, s, s) tensor, from layer to layer; a
+    checkpointed layer keeps it as an input (traced: one per self-attention, and the decoder's
+    cross-attention bias too). Other families keep only the hidden state.
+    """
+    if spec.family not in ("t5", "mt5"):
+        return 0.0
+    per_attention = float(spec.heads) * seq_len * seq_len
+    return per_attention * (2 if block == "decoder" else 1)
+
+
+def layer_bytes_per_token(
+    spec: ModelSpec,
+    block: str,
+    *,
+    attention: str,
+    checkpointing: str,
+    kind_bytes: dict[str, float],
+    seq_len: int,
+    batch: int = 1,
+    method: str = "full",
+    lora_targets: str = "",
+) -> float:
+    """Bytes one ``block`` layer saves per token (what ``fitplan trace`` measures).
+
+    ``checkpointing`` 'full' keeps the layer's input (the residual stream) and, for T5, the
+    position bias; 'selective' drops the attention-score tensors; ``kind_bytes`` gives bytes per
+    element of each dtype kind.
+    """
+    if checkpointing == "full":
+        bias = checkpoint_bias_elements(spec, block, seq_len) * kind_bytes["residual"]
+        return float(spec.hidden) * kind_bytes["residual"] + bias / (batch * seq_len)
+    full_ft, targets = _trainable_keys(spec, method, lora_targets)
+    widths = _linear_widths(spec)
+    eager = attention == "eager"
+    selective = checkpointing == "selective"
+    total = 0.0
+    for x in layer_saved(spec, block):
+        if _keeps(spec, x, block, full_ft, targets, widths, eager, selective, False):
+            total += x.width * (seq_len if x.s2 else 1) * kind_bytes[x.dtype]
+    return total
 
 
 def _qualify(spec: ModelSpec, module: str, block: str) -> str:

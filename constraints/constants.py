@@ -31,8 +31,10 @@ CUBLAS_WORKSPACE_OLDER = 8 * MiB + 128 * 1024
 #: Allocator slack: reserved − allocated at the peak, as a fraction of the memory allocated and
 #: freed during the step (activations, logits, gradients, transients). The caching allocator
 #: rounds blocks and cannot always reuse freed blocks for larger requests (fragmentation).
-#: Fitted to calibration rows that report max_memory_reserved (see docs/calibration.md).
-ALLOCATOR_SLACK_FRACTION = 0.10
+#: Fitted by tools/calibrate.py (median abs log error, grid step 0.05) to the 21 calibration rows
+#: that report max_memory_reserved or NVML used (hf-bert-*, peft-mc-*, tt-2404-*, tt-loratut-*);
+#: rows and residuals in docs/calibration.md. Was 0.10 (a guess) before the fit.
+ALLOCATOR_SLACK_FRACTION = 0.20
 
 #: Default headroom kept free below capacity (the user's --headroom), as a fraction of capacity.
 DEFAULT_HEADROOM = 0.10
@@ -51,11 +53,19 @@ FSDP_LIVE_LAYERS = 2
 
 #: Logits and cross-entropy, bytes per token per vocabulary entry at the loss peak:
 #: standard (transformers ForCausalLMLoss: logits.float(); the fp32 log-softmax output is saved,
-#: and its backward holds grad-out and grad-in beside it: 3 × 4 bytes);
-#: chunked (torchtune CEWithChunkedOutputLoss, 8 chunks: the fp32 log-softmax of every chunk is
-#: still saved in eager mode, plus one chunk's backward);
+#: and its backward holds grad-out and grad-in beside it: 3 × 4 bytes; ``fitplan trace`` sees the
+#: saved 4 bytes);
+#: chunked (torchtune CEWithChunkedOutputLoss, 8 chunks, as torchtune runs it with compile=True:
+#: the compiled per-chunk loss keeps the 16-bit logits chunk instead of an fp32 log-softmax, plus
+#: one chunk's backward). Fitted by tools/calibrate.py to the 8 torchtune rows with chunked CE
+#: (all compiled): 2.25 (docs/calibration.md). Eager mode would hold the 16-bit logits of every
+#: chunk and their fp32 log-softmax at the end of the loss forward: ~6.5;
 #: fused (Liger fused linear CE / Apple CCE): no vocabulary-sized tensor per token.
-LOSS_BYTES_PER_VOCAB = {"standard": 12.0, "chunked": 4.0 + 8.0 / 8, "fused": 0.0}
+LOSS_BYTES_PER_VOCAB = {"standard": 12.0, "chunked": 2.25, "fused": 0.0}
+
+#: The logits' gradient in the compute dtype, which the output head's backward reads while the
+#: head's weight gradient is allocated (full fine-tuning), bytes per token per vocabulary entry.
+LOSS_GRAD_BYTES_PER_VOCAB = 2.0
 
 #: Fused linear CE keeps grad_input (tokens × hidden, compute dtype) and one chunk of fp32
 #: logits of about tokens × hidden elements (Liger: chunk_size = next_pow2(BT / ceil(V/H))).

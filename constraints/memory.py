@@ -33,7 +33,7 @@ from functools import cache
 import numpy as np
 
 from constraints import constants as C
-from constraints.activations import DKind, activation_coefficients
+from constraints.activations import DKind, activation_coefficients, checkpoint_bias_elements
 from constraints.config import CODE, OPTIMIZER_NAMES, QUANT_NAMES, ConfigBatch
 from constraints.errors import FitplanError
 from constraints.gpus import GpuSpec
@@ -280,6 +280,13 @@ def _activation_arrays(spec: ModelSpec, batch: ConfigBatch) -> dict[str, np.ndar
     saved = saved + lora_extra
     uncheckpointed = saved  # what the forward writes, whatever is kept (elementwise traffic)
     ckpt_saved = tokens * layers * b_r * spec.hidden + lora_extra / layers
+    if spec.family in ("t5", "mt5"):
+        # each checkpointed T5 layer also keeps the (1, heads, s, s) position bias it was given
+        bias = sum(
+            n * checkpoint_bias_elements(spec, block, 1)
+            for block, n in inventory(spec).blocks.items()
+        )
+        ckpt_saved = ckpt_saved + bias * s * s * b_r
     saved = np.where(full_ckpt, ckpt_saved, saved)
     recompute = np.where(full_ckpt, layer + lora_extra / layers, 0.0)
     # pipeline: the first stage holds its layers' activations for min(pp, accumulation)
@@ -308,10 +315,16 @@ def _logits_bytes(spec: ModelSpec, batch: ConfigBatch, full_ft: np.ndarray) -> n
     fused_bytes = (
         tokens * spec.hidden * (batch.compute_bytes + 4.0 * C.FUSED_CE_CHUNK_FP32_PER_HIDDEN)
     )
+    # full fine-tuning: the output head's weight gradient is the first gradient of the backward
+    # and is allocated while the logits' gradient (16-bit, 2 B per entry) still feeds it
     head_grad = np.where(
-        full_ft, model_facts(spec).head_matmul_params * batch.weight_bytes / batch.tp, 0.0
+        full_ft, model_facts(spec).head_matmul_params * batch.grad_bytes / batch.tp, 0.0
     )
-    return np.where(fused, fused_bytes + head_grad, tokens * vocab * per_vocab)
+    logits = tokens * vocab
+    standard = np.maximum(logits * per_vocab, logits * C.LOSS_GRAD_BYTES_PER_VOCAB + head_grad)
+    chunked = logits * per_vocab + head_grad
+    is_chunked = batch.loss == CODE["loss"]["chunked"]
+    return np.where(fused, fused_bytes + head_grad, np.where(is_chunked, chunked, standard))
 
 
 def memory_arrays(spec: ModelSpec, batch: ConfigBatch, gpu: GpuSpec) -> dict[str, np.ndarray]:
@@ -381,7 +394,8 @@ def memory_arrays(spec: ModelSpec, batch: ConfigBatch, gpu: GpuSpec) -> dict[str
     )
     grad_buckets = np.where(
         offload_opt,
-        np.maximum(grad_buckets, f.largest_tensor * batch.grad_bytes / tp),
+        # the staging buffer of the largest trainable tensor (an adapter matrix under LoRA)
+        np.maximum(grad_buckets, np.minimum(f.largest_tensor, p_train) * batch.grad_bytes / tp),
         grad_buckets,
     )
 

@@ -31,13 +31,20 @@ from constraints.memory import memory_arrays, model_facts
 from constraints.models import ModelSpec
 from constraints.params import inventory, lora_target_groups
 
-#: Fraction of dense peak a large GEMM reaches (cuBLAS bf16 on A100/H100). Fitted.
-ETA_GEMM = 0.72
-#: Fraction of dense peak FlashAttention reaches (forward and backward together). Fitted.
-ETA_ATTENTION = 0.45
-#: Elementwise traffic per step as a multiple of the activation bytes saved (write + read in
-#: forward, read + write of their gradients in backward ≈ 4). Fitted.
-K_ELEMENTWISE = 4.0
+# The three efficiencies below are fitted together by tools/calibrate.py (coordinate search over
+# a grid, median abs log error) to the 227 throughput rows fitplan uses from
+# constraints/data/calibration/measured_throughput.csv (llm-foundry MPT 125M-70B on A100/H100,
+# torchtune Llama on A100/RTX 4090); residuals in docs/calibration.md. Before the fit they were
+# guesses (0.72, 0.45, 4.0).
+#: Fraction of dense peak a large GEMM reaches (cuBLAS bf16 on A100/H100). Fitted: 0.70.
+ETA_GEMM = 0.70
+#: Fraction of dense peak FlashAttention reaches (forward and backward together). Fitted: 0.325
+#: (the llm-foundry rows ran FlashAttention 1/2 under torch 2.1; long sequences are slower).
+ETA_ATTENTION = 0.325
+#: Elementwise traffic per step as a multiple of the activation bytes the forward writes (write +
+#: read in forward, read + write of their gradients in backward ≈ 4; unfused eager kernels and
+#: the temporaries nothing saves read and write more). Fitted: 9.5.
+K_ELEMENTWISE = 9.5
 #: Fraction of the link's peak that NCCL collectives reach (bus bandwidth).
 NCCL_EFFICIENCY = 0.75
 #: Share of the data-parallel gradient communication that backward compute can hide.
@@ -131,13 +138,30 @@ def _peak_flops(gpu: GpuSpec, batch: ConfigBatch) -> np.ndarray:
     return np.maximum(peak, 1e-3) * 1e12
 
 
-def link_bandwidth(
-    gpu: GpuSpec, gpus: np.ndarray, gpus_per_node: int, inter_node_gb_s: float
-) -> np.ndarray:
-    """Bus bandwidth per GPU for collectives over ``gpus`` ranks, bytes/s."""
+def intra_node_bandwidth(gpu: GpuSpec) -> float:
+    """Bytes/s a GPU moves to its node's peers: NVLink where it has one, else PCIe."""
     intra = gpu.interconnect_gb_s if gpu.interconnect_gb_s > 0 else gpu.pcie_gb_s * 0.8
-    bw = np.where(gpus <= gpus_per_node, intra, min(intra, inter_node_gb_s))
-    return bw * 1e9 * NCCL_EFFICIENCY
+    return intra * 1e9 * NCCL_EFFICIENCY
+
+
+def collective_seconds(
+    volume: np.ndarray,
+    ranks: np.ndarray,
+    ranks_per_node: np.ndarray,
+    intra: float,
+    inter: float,
+) -> np.ndarray:
+    """Time of a ring-style collective whose per-rank traffic is ``volume`` × (n − 1)/n.
+
+    Hierarchical (as NCCL runs across nodes): the ranks of one node exchange over NVLink/PCIe,
+    and only the share that belongs to other nodes crosses each GPU's network link:
+    ``max(volume·(g−1)/g / intra, volume·(N−1)/N / inter)`` for g ranks per node and N nodes.
+    """
+    g = np.maximum(np.minimum(ranks_per_node, ranks), 1.0)
+    nodes = np.maximum(ranks / g, 1.0)
+    t_intra = volume * (g - 1.0) / g / intra
+    t_inter = volume * (nodes - 1.0) / nodes / inter
+    return np.where(ranks > 1, np.maximum(t_intra, t_inter), 0.0)
 
 
 def throughput_arrays(
@@ -239,36 +263,29 @@ def throughput_arrays(
     t_micro_total = (accum + pp - 1.0) * stage
 
     # ---- communication ----
-    link = link_bandwidth(gpu, batch.gpus, gpus_per_node, inter_node_gb_s)
+    intra = intra_node_bandwidth(gpu)
+    inter = min(inter_node_gb_s * 1e9 * NCCL_EFFICIENCY, intra)
     p_train = mem["trainable"]
     grad_bytes = p_train * batch.grad_bytes / tp / pp
     weight_bytes = f.total * np.minimum(batch.weight_bytes, 2.0) / tp / pp
-    ring = np.where(dp > 1, (dp - 1) / dp, 0.0)
     zero3 = batch.zero == 3
-    dp_comm = (
-        np.where(zero3, accum * (2.0 * weight_bytes + grad_bytes) * ring, 2.0 * grad_bytes * ring)
-        / link
-    )
+    # data-parallel ranks of one node: tensor/pipeline groups fill a node first (Megatron order)
+    dp_per_node = np.maximum(np.floor(gpus_per_node / (tp * pp)), 1.0)
+    # DDP / ZeRO-1/2: all-reduce (= reduce-scatter + all-gather) of the gradients once per step;
+    # ZeRO-3 / FSDP: all-gather the weights for forward and backward and reduce-scatter the
+    # gradients, every micro-batch
+    dp_volume = np.where(zero3, accum * (2.0 * weight_bytes + grad_bytes), 2.0 * grad_bytes)
+    dp_comm = collective_seconds(dp_volume, dp, dp_per_node, intra, inter)
     hide = DP_OVERLAP * np.where(zero3, accum * stage * pp, (t_bwd + t_attn_bwd) / pp)
     dp_exposed = np.maximum(0.0, dp_comm - hide)
-    tp_link = link_bandwidth(gpu, tp, gpus_per_node, inter_node_gb_s)
-    tp_comm = np.where(
-        tp > 1,
-        4.0
-        * spec.layers
-        / pp
-        * 2.0
-        * (tp - 1)
-        / tp
-        * T
-        * spec.hidden
-        * b_c
-        * (1.0 + recompute / 2)
-        / tp_link,
-        0.0,
-    )
+    # tensor parallel: 2 all-reduces of the activations per layer forward, 2 backward (Megatron),
+    # inside a node, not overlapped
+    tp_volume = 4.0 * spec.layers / pp * 2.0 * T * spec.hidden * b_c * (1.0 + recompute / 2)
+    tp_comm = collective_seconds(tp_volume, tp, tp, intra, inter)
     tp_exposed = tp_comm * (accum + pp - 1.0)
-    pp_comm = np.where(pp > 1, 2.0 * T * spec.hidden * b_c * accum / link, 0.0)
+    # pipeline: activations sent to the next stage (across nodes when stages span them)
+    pp_link = np.where(batch.gpus > gpus_per_node, inter, intra)
+    pp_comm = np.where(pp > 1, 2.0 * T * spec.hidden * b_c * accum / pp_link, 0.0)
 
     # ---- optimizer step ----
     local = p_train / tp / pp / np.where(batch.zero >= 1, dp, 1.0)
@@ -289,6 +306,16 @@ def throughput_arrays(
     t_param_stream = np.where(
         offload_all, accum * 2.0 * weight_bytes / np.maximum(dp, 1) / pcie, 0.0
     )
+    # paged optimizer states live in unified memory: what the card has no room for is paged out
+    # to the host and back over PCIe at every step
+    paged = mem["paged_optimizer"]
+    room = np.maximum(gpu.memory_bytes - mem["total"], 0.0)
+    t_paging = 2.0 * np.maximum(paged - room, 0.0) / pcie
+    # stepped inside backward, the page migrations overlap the backward compute
+    t_paging = np.where(
+        batch.opt_in_bwd, np.maximum(t_paging - (t_bwd + t_attn_bwd), 0.0), t_paging
+    )
+    t_opt = t_opt + t_paging
 
     step = (
         t_micro_total + dp_exposed + tp_exposed + pp_comm + t_opt + t_param_stream + STEP_OVERHEAD_S

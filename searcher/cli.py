@@ -16,6 +16,9 @@ examples:
   fitplan scenario run scenarios/*.yaml
   fitplan models            # the model catalog
   fitplan gpus              # the GPU catalog
+  fitplan accuracy          # predictions against published measurements
+  fitplan trace llama-3.1-8b                    # saved activations, traced on the meta device
+  fitplan measure --model llama-3.2-1b --steps 3  # real steps (CUDA: memory; CPU: time)
 """
 
 
@@ -216,7 +219,70 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true")
     p.set_defaults(handler="searcher.commands:cmd_gpus")
 
+    _ground_truth_commands(sub)
     return parser
+
+
+# ---- ground truth: measure / trace / accuracy (issue 4) -------------------------------------
+
+
+def _ground_truth_commands(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "measure",
+        help="run a few real training steps (random weights) and compare with the prediction",
+        description="Build the model from its config with random weights (no download), apply "
+        "the configuration, run a few optimizer steps and record peak memory (CUDA) and step "
+        "time. On the CPU only the step time is measured.",
+    )
+    p.add_argument("--model", required=True, metavar="NAME|PATH", help="catalog id or config.json")
+    p.set_defaults(
+        params=None, trainable_params=None, layers=None, hidden=None, vocab=None, heads=None
+    )
+    _gpu_args(p, default_gpu=None)
+    _config_args(p)
+    p.add_argument("--steps", type=int, default=3, help="optimizer steps (default 3)")
+    p.add_argument("--device", default="auto", help="auto (CUDA if present), cuda or cpu")
+    p.add_argument(
+        "--json",
+        nargs="?",
+        const="-",
+        metavar="CSV",
+        help="print the result as JSON; with a file, also append the calibration CSV row to it",
+    )
+    p.set_defaults(handler="searcher.measure:cmd_measure")
+
+    p = sub.add_parser(
+        "trace",
+        help="trace the real HF model on the meta device: parameters and saved activations",
+        description="Build the Hugging Face model on PyTorch's meta device, count its parameters "
+        "and measure the bytes saved for backward per layer per token (flash attention emulated "
+        "as the CUDA kernel saves it), against fitplan's activation model.",
+    )
+    p.add_argument("model", metavar="MODEL", help="catalog id or config.json")
+    p.add_argument("--layers", type=int, default=2, help="layers to trace (default 2)")
+    p.add_argument("--batch", type=int, default=2)
+    p.add_argument("--seq-len", type=int, default=256)
+    p.add_argument("--dtype", choices=["bf16", "fp16", "fp32"], default="bf16")
+    p.add_argument("--attention", choices=["flash", "eager"])
+    p.add_argument("--checkpointing", choices=["none", "selective", "full"])
+    p.add_argument("--tensors", action="store_true", help="list the saved tensors of one layer")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(handler="searcher.trace:cmd_trace")
+
+    p = sub.add_parser(
+        "accuracy",
+        help="predictions against measured memory and throughput (the calibration rows, or yours)",
+    )
+    p.add_argument(
+        "csv",
+        nargs="*",
+        metavar="CSV",
+        help="memory or throughput CSVs (default: the shipped rows)",
+    )
+    p.add_argument("--all", action="store_true", help="list every throughput row")
+    p.add_argument("--excluded", action="store_true", help="list the rows left out and why")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(handler="searcher.accuracy:cmd_accuracy")
 
 
 def _load(handler: str) -> Callable[[argparse.Namespace], int]:
