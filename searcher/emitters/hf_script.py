@@ -206,7 +206,7 @@ def quant_settings(plan: Plan, prec: Precision, fmt: str, sharded: bool) -> dict
     return q
 
 
-def check_hf_knobs(plan: Plan, fmt: str, prec: Precision) -> None:
+def check_hf_knobs(plan: Plan, fmt: str, prec: Precision, *, chunked_loss: bool = False) -> None:
     """Knobs the HF Trainer cannot express, whatever the sharding."""
     cfg = plan.config
     if plan.model.arch != "decoder":
@@ -235,7 +235,7 @@ def check_hf_knobs(plan: Plan, fmt: str, prec: Precision) -> None:
             "attention-only selective recomputation",
             "pin --checkpointing full or none",
         )
-    if cfg.loss == "chunked":
+    if cfg.loss == "chunked" and not chunked_loss:
         raise refuse(
             fmt,
             "loss",
@@ -255,11 +255,17 @@ def check_hf_knobs(plan: Plan, fmt: str, prec: Precision) -> None:
 
 
 def hf_settings(
-    plan: Plan, options: EmitOptions, fmt: str, *, backend: str | None = None
+    plan: Plan,
+    options: EmitOptions,
+    fmt: str,
+    *,
+    backend: str | None = None,
+    chunked_loss: bool = False,
 ) -> HFSettings:
+    """``chunked_loss``: the caller expresses chunked cross-entropy itself (axolotl)."""
     cfg = plan.config
     prec = precision(plan, fmt)
-    check_hf_knobs(plan, fmt, prec)
+    check_hf_knobs(plan, fmt, prec, chunked_loss=chunked_loss)
     chosen = choose_backend(plan, prec, fmt, backend or options.backend)
     lr = LR_FULL if cfg.method == "full" else LR_LORA
     ds = deepspeed_config(plan, fmt, lr=lr) if chosen == "deepspeed" else None

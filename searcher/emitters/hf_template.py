@@ -174,18 +174,11 @@ def _dtype_kwarg():
     return "dtype" if major >= 5 else "torch_dtype"
 
 
-def build_model(args):
+def build_model(args, training_args):
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM
 
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))
-    source = args.model
-    if args.random_init:
-        # each process writes its own copy: no races, identical weights from the same seed
-        torch.manual_seed(args.seed)
-        config = AutoConfig.from_pretrained(args.model)
-        source = os.path.join(args.output_dir, f"random-init-rank{local_rank}")
-        AutoModelForCausalLM.from_config(config).save_pretrained(source)
     kwargs = {"attn_implementation": ATTN_IMPLEMENTATION, _dtype_kwarg(): _torch_dtype(LOAD_DTYPE)}
     q = bnb_config_kwargs()
     if q:
@@ -196,7 +189,20 @@ def build_model(args):
         kwargs["quantization_config"] = BitsAndBytesConfig(**q)
         if not SHARDED_WEIGHTS:
             kwargs["device_map"] = {"": local_rank}
-    model = AutoModelForCausalLM.from_pretrained(source, **kwargs)
+    if args.random_init and not q:
+        torch.manual_seed(args.seed)  # the same random weights on every process
+        model = AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(args.model), **kwargs)
+    else:
+        source = args.model
+        if args.random_init:
+            # bitsandbytes quantises while loading a checkpoint: rank 0 writes a random one
+            source = os.path.join(args.output_dir, "random-init")
+            with training_args.main_process_first(desc="random init", local=False):
+                if not os.path.exists(os.path.join(source, "config.json")):
+                    torch.manual_seed(args.seed)
+                    config = AutoConfig.from_pretrained(args.model)
+                    AutoModelForCausalLM.from_config(config).save_pretrained(source)
+        model = AutoModelForCausalLM.from_pretrained(source, **kwargs)
     model.config.use_cache = False
     lora = lora_config_kwargs()
     if lora:
@@ -269,7 +275,7 @@ def main(argv=None):
     # TrainingArguments first: under ZeRO-3 the model is then built already partitioned
     training_args = TrainingArguments(**training_arguments_kwargs(args))
     vocab_size = AutoConfig.from_pretrained(args.model).vocab_size
-    model = build_model(args)
+    model = build_model(args, training_args)
     dataset = build_dataset(args, vocab_size, training_args)
     trainer = Trainer(model=model, args=training_args, train_dataset=dataset, data_collator=default_data_collator)
     trainer.train()

@@ -47,7 +47,7 @@ class AxolotlEmitter:
     def emit(self, plan: Plan, options: EmitOptions) -> Emission:
         cfg = plan.config
         fmt = self.name
-        s = hf_settings(plan, options, fmt)
+        s = hf_settings(plan, options, fmt, chunked_loss=True)
         prec = s.precision
         if prec.mode == "amp":
             raise refuse(

@@ -156,7 +156,7 @@ def torchtune_run(
             fmt,
             "recipe",
             cfg.recipe,
-            f"torchtune trains in one dtype (dtype=bf16 or fp32): it has no {what}",
+            f"torchtune trains in one dtype (dtype=bf16 or fp32), without {what}",
             "pin --recipe bf16-torch (or fp32)",
         )
     if prec.half == "fp16":
