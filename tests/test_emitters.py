@@ -1086,3 +1086,19 @@ def test_hf_script_refuses_the_wrong_world_size(tmp_path: Path) -> None:
     )
     assert r.returncode != 0
     assert "this plan runs on 2 process(es)" in r.stderr and "torchrun" in r.stderr
+
+
+def test_a_users_config_round_trips(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    model_dir = tmp_path / "gpt2"  # a folder named like a catalog model: the plan's path wins
+    model_dir.mkdir()
+    (model_dir / "config.json").write_text(json.dumps(TINY_LLAMA))
+    monkeypatch.chdir(tmp_path)
+    plan = make_plan(TrainConfig(method="lora", recipe="bf16-torch"), "gpt2/config.json")
+    assert plan.model_ref == str(model_dir) and plan.model.family == "llama"
+    folder = write(get_emitter("hf").emit(plan, EmitOptions(out="run")), tmp_path / "run")
+    loaded = load_script(folder / "train.py").MODEL
+    assert loaded == str(model_dir)
+    monkeypatch.chdir(folder)
+    back = load_plan("plan.json")
+    assert back.model.family == "llama" and back.model_ref == str(model_dir)
+    assert back.config == plan.config

@@ -70,7 +70,8 @@ def model_ref_for(spec: ModelSpec, given: str | None) -> str:
     if given:
         p = Path(given).expanduser()
         if p.exists() or p.suffix == ".json":
-            return str(p.parent if p.suffix == ".json" else p)
+            # absolute: the launch command may run from another folder
+            return str((p.parent if p.suffix == ".json" else p).resolve())
     try:
         return str(catalog_entry(spec.id).get("hf_repo") or spec.id)
     except FitplanError:
@@ -173,17 +174,22 @@ def load_plan(
     if "gpus" in cfg and cfg["gpus"] != config.gpus:
         raise _not_a_plan(path, f"config.gpus {cfg['gpus']} is not dp × tp × pp = {config.gpus}")
     ref = model or data.get("model_ref")
-    name = model or data["model"]
-    try:
-        spec = resolve_model(name)
-    except FitplanError:
-        if data.get("model_ref") and not model:
-            spec = resolve_model(data["model_ref"])
-        else:
-            raise FitplanError(
-                f"{path}: model '{data['model']}' is not in the catalog",
-                "pass --model with its config.json (or the catalog name)",
-            ) from None
+    # --model first, then what the plan loads (a catalog repo or the user's config folder), then
+    # its catalog id
+    candidates = [model] if model else [c for c in (data.get("model_ref"), data["model"]) if c]
+    spec = None
+    for candidate in candidates:
+        try:
+            spec = resolve_model(str(candidate))
+            break
+        except FitplanError:
+            if model:
+                raise
+    if spec is None:
+        raise FitplanError(
+            f"{path}: model '{data['model']}' is not in the catalog",
+            "pass --model with its config.json (or the catalog name)",
+        )
     per_node = gpus_per_node or int(data.get("gpus_per_node") or 8)
     return make_plan(
         config,

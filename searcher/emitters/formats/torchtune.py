@@ -367,6 +367,13 @@ class TorchtuneEmitter:
                     else " (--lora-alpha)"
                 )
             )
+        cfg = plan.config
+        lines.append(
+            f"# attention {cfg.attention}: torchtune's attention is torch SDPA, which runs the "
+            "FlashAttention-2 kernel on CUDA"
+        )
+        if not recipe.endswith("distributed") and cfg.zero:
+            lines.append(f"# zero {cfg.zero} on one GPU shards nothing: the single-device recipe")
         if plan.nodes > 1:
             lines.append(f"# run on each of the {plan.nodes} nodes with MASTER_ADDR=<node 0>")
         lines += [
