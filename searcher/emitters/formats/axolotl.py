@@ -92,7 +92,11 @@ class AxolotlEmitter:
             ("learning_rate", s.lr, None),
             ("lr_scheduler", "cosine", None),
             ("weight_decay", 0.0, None),
-            ("max_grad_norm", 1.0, "must match the DeepSpeed JSON's gradient_clipping"),
+            (
+                "max_grad_norm",
+                1.0,
+                "= the DeepSpeed JSON's gradient_clipping" if s.backend == "deepspeed" else None,
+            ),
             ("adam_beta1", 0.9, None),
             ("adam_beta2", s.adam_beta2, None),
             ("adam_epsilon", 1e-8, None),
