@@ -7,6 +7,9 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import NoReturn
 
+from searcher.emitters.cli import add_emit_args
+from searcher.emitters.cli import register as register_launch
+
 EXAMPLES = """\
 examples:
   fitplan explain --model llama-3.1-8b --gpu rtx-4090 --method qlora --micro-batch 2 --seq-len 2048
@@ -177,6 +180,7 @@ def build_parser() -> argparse.ArgumentParser:
     _gpu_args(p)
     _search_args(p)
     _config_args(p, search=True)
+    add_emit_args(p)
     p.set_defaults(handler="searcher.commands:cmd_search")
 
     p = sub.add_parser(
@@ -210,6 +214,8 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("files", nargs="+", help="scenario YAML files")
     r.add_argument("--json", action="store_true")
     r.set_defaults(handler="searcher.commands:cmd_scenario_run")
+
+    register_launch(sub)
 
     p = sub.add_parser("models", help="list the model catalog")
     p.add_argument("--json", action="store_true")

@@ -230,6 +230,10 @@ def cmd_search(args: argparse.Namespace) -> int:
         raise FitplanError(f"--tokens must be positive, got {args.tokens}")
     if args.top is not None and args.top < 1:
         raise FitplanError(f"--top must be at least 1, got {args.top}")
+    if args.emit or args.out or args.pick is not None:
+        from searcher.emitters.commands import check_emit_args
+
+        check_emit_args(args)
     result = run_cli_search(args)
     if args.csv:
         write_front_csv(result, args.csv, args.tokens)
@@ -237,6 +241,10 @@ def cmd_search(args: argparse.Namespace) -> int:
         _dump(result_json(result, args.tokens))
     else:
         print_search(result, args.top, args.tokens)
+    if args.emit:
+        from searcher.emitters.commands import emit_from_search
+
+        return emit_from_search(args, result)
     return 0 if result.front else 1
 
 

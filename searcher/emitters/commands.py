@@ -1,0 +1,137 @@
+"""Handlers: ``fitplan launch`` and the ``--emit`` part of ``fitplan search``."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import IO, TYPE_CHECKING
+
+from constraints.errors import FitplanError
+
+if TYPE_CHECKING:
+    from searcher.emitters.base import Emission, EmitOptions
+    from searcher.emitters.plan import Plan
+    from searcher.search import SearchResult
+
+
+def check_emit_args(args: argparse.Namespace) -> None:
+    """Before searching: --emit and --out go together, and the format exists."""
+    emit, out = getattr(args, "emit", None), getattr(args, "out", None)
+    if out and not emit:
+        raise FitplanError("--out needs --emit FORMAT", "e.g. --emit deepspeed --out run/")
+    if emit and not out:
+        raise FitplanError(f"--emit {emit} needs --out DIR", "the folder for the files")
+    if getattr(args, "pick", None) is not None and not emit and args.command == "search":
+        raise FitplanError("--pick needs --emit FORMAT --out DIR")
+    if getattr(args, "pick", None) is not None and args.pick < 1:
+        raise FitplanError(f"--pick must be at least 1, got {args.pick}")
+    if emit:
+        from searcher.emitters import get_emitter
+
+        get_emitter(emit)
+
+
+def emit_options(args: argparse.Namespace, gpus_per_node: int) -> EmitOptions:
+    from searcher.emitters.base import EmitOptions
+
+    return EmitOptions(
+        out=args.out,
+        lora_alpha=args.lora_alpha,
+        backend=args.backend,
+        gpus_per_node=gpus_per_node,
+    )
+
+
+def write_emission(emission: Emission, out: str, force: bool, stream: IO[str]) -> None:
+    from searcher.files import atomic_write_files
+
+    paths = atomic_write_files(
+        out, [(f.name, f.text, f.executable) for f in emission.files], force=force
+    )
+    for p in paths:
+        stream.write(f"wrote {p}\n")
+    for note in emission.notes:
+        stream.write(f"note: {note}\n")
+    stream.write(f"launch: {emission.command}\n")
+
+
+def emit_plan(plan: Plan, args: argparse.Namespace, stream: IO[str]) -> int:
+    from searcher.emitters import get_emitter
+
+    emitter = get_emitter(args.emit)
+    emission = emitter.emit(plan, emit_options(args, plan.gpus_per_node))
+    write_emission(emission, args.out, args.force, stream)
+    return 0
+
+
+def cmd_launch(args: argparse.Namespace) -> int:
+    from searcher.emitters.plan import load_plan
+
+    check_emit_args(args)
+    plan = load_plan(args.plan, pick=args.pick, model=args.model, gpus_per_node=args.gpus_per_node)
+    return emit_plan(plan, args, sys.stdout)
+
+
+def _expressible(result: SearchResult, args: argparse.Namespace, limit: int = 3) -> list[int]:
+    """1-based front members the format can express (for the refusal's hint)."""
+    from searcher.emitters import get_emitter
+
+    emitter = get_emitter(args.emit)
+    found = []
+    for i in range(len(result.front)):
+        try:
+            emitter.emit(
+                _plan_of(result, i, args), emit_options(args, result.problem.gpus_per_node)
+            )
+        except FitplanError:
+            continue
+        found.append(i + 1)
+        if len(found) >= limit:
+            break
+    return found
+
+
+def _plan_of(result: SearchResult, index: int, args: argparse.Namespace) -> Plan:
+    from searcher.emitters.plan import make_plan, model_ref_for
+    from searcher.search import member_json
+
+    problem = result.problem
+    member = result.front[index]
+    config = member.config
+    if config.method != "full" and "lora_dropout" in problem.pins:
+        # the search keeps only whether dropout is on; the pinned value is the plan's
+        config = config.model_copy(update={"lora_dropout": float(problem.pins["lora_dropout"])})
+    return make_plan(
+        config,
+        problem.model,
+        model_ref=model_ref_for(problem.model, getattr(args, "model", None)),
+        gpu=problem.gpu.id,
+        gpus_per_node=problem.gpus_per_node,
+        member=member_json(member, problem),
+    )
+
+
+def emit_from_search(args: argparse.Namespace, result: SearchResult) -> int:
+    """After ``fitplan search``: write the launch files of the pick (exit 0), or say why not."""
+    stream = sys.stderr if getattr(args, "json", False) else sys.stdout
+    if not result.front:
+        sys.stderr.write("fitplan: nothing fits: no launch config written\n")
+        return 1
+    n = args.pick or 1
+    if n > len(result.front):
+        raise FitplanError(f"--pick {n} is out of range: the front has {len(result.front)} members")
+    plan = _plan_of(result, n - 1, args)
+    try:
+        return emit_plan(plan, args, stream)
+    except FitplanError as err:
+        if "cannot express" not in err.message:
+            raise
+        others = [i for i in _expressible(result, args) if i != n]
+        hint = (
+            f"front member(s) {', '.join(map(str, others))} can be expressed: --pick {others[0]}"
+            if others
+            else "no front member can be: pin the knob in the search"
+        )
+        raise FitplanError(
+            f"pick {n}: {err.message}", f"{err.hint + '; ' if err.hint else ''}{hint}"
+        ) from None

@@ -1,0 +1,1 @@
+"""One module per launch format; the module name is the format name, its ``EMITTER`` the emitter."""

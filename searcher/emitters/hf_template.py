@@ -1,0 +1,291 @@
+"""The body of the emitted HF Trainer script (train.py). The emitter writes a header of constants
+(every knob of the plan, with where it goes) above this body; the body only reads them.
+
+The body imports torch, transformers, peft and datasets inside functions, so that a test can import
+the script and call ``training_arguments_kwargs`` / ``lora_config_kwargs`` / ``bnb_config_kwargs``
+without building a model.
+"""
+
+from __future__ import annotations
+
+BODY = '''
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def _torch_dtype(name):
+    import torch
+
+    return {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[name]
+
+
+def _cuda():
+    import torch
+
+    return torch.cuda.is_available()
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(
+        description=__doc__.strip().splitlines()[0],
+        epilog=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--model", default=MODEL, help="Hugging Face repo or local folder (default: %(default)s)")
+    p.add_argument("--tokenizer", default=None, help="tokenizer repo or folder (default: --model)")
+    p.add_argument(
+        "--dataset",
+        default="wikitext",
+        help="a datasets name, or a local .json/.jsonl/.txt/.csv/.parquet file (default: %(default)s)",
+    )
+    p.add_argument("--dataset-config", default="wikitext-2-raw-v1", help="datasets config (default: %(default)s)")
+    p.add_argument("--split", default="train", help="dataset split (default: %(default)s)")
+    p.add_argument("--text-column", default="text", help="column holding the text (default: %(default)s)")
+    p.add_argument(
+        "--synthetic-data",
+        action="store_true",
+        help="random token ids instead of a dataset: no download, no tokenizer (smoke tests)",
+    )
+    p.add_argument(
+        "--random-init",
+        action="store_true",
+        help="random weights built from the model's config.json instead of its checkpoint (smoke tests)",
+    )
+    p.add_argument("--max-steps", type=int, default=-1, help="optimizer steps (default: one epoch)")
+    p.add_argument("--learning-rate", type=float, default=LEARNING_RATE, help="(default: %(default)s)")
+    p.add_argument("--output-dir", default="fitplan-run", help="checkpoints and logs (default: %(default)s)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument(
+        "--allow-other-world-size",
+        action="store_true",
+        help="run on another number of processes than the plan's (changes the effective batch)",
+    )
+    return p.parse_args(argv)
+
+
+def check_world_size(args):
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    if world != WORLD_SIZE and not args.allow_other_world_size:
+        sys.exit(
+            f"train.py: this plan runs on {WORLD_SIZE} process(es) (effective batch "
+            f"{MICRO_BATCH} x {GRAD_ACCUM} x {WORLD_SIZE} = {MICRO_BATCH * GRAD_ACCUM * WORLD_SIZE} "
+            f"sequences), but WORLD_SIZE is {world}; launch it with: {LAUNCH}"
+        )
+
+
+def deepspeed_config(args):
+    """The DeepSpeed JSON next to this script, with --learning-rate applied to its optimizer."""
+    with open(os.path.join(HERE, DEEPSPEED), encoding="utf-8") as f:
+        ds = json.load(f)
+    if "optimizer" in ds:
+        ds["optimizer"]["params"]["lr"] = args.learning_rate
+    return ds
+
+
+def training_arguments_kwargs(args):
+    """Everything TrainingArguments receives: the plan's knobs and the run's paths."""
+    kw = dict(
+        output_dir=args.output_dir,
+        per_device_train_batch_size=MICRO_BATCH,
+        gradient_accumulation_steps=GRAD_ACCUM,
+        learning_rate=args.learning_rate,
+        max_steps=args.max_steps,
+        num_train_epochs=1,
+        lr_scheduler_type="cosine",
+        weight_decay=0.0,
+        max_grad_norm=MAX_GRAD_NORM,
+        adam_beta1=ADAM_BETA1,
+        adam_beta2=ADAM_BETA2,
+        adam_epsilon=ADAM_EPSILON,
+        optim=OPTIM,
+        bf16=MIXED_PRECISION == "bf16",
+        fp16=MIXED_PRECISION == "fp16",
+        gradient_checkpointing=GRADIENT_CHECKPOINTING,
+        logging_steps=1,
+        save_strategy="no",
+        report_to="none",
+        remove_unused_columns=False,
+        dataloader_drop_last=True,
+        seed=args.seed,
+        use_cpu=not _cuda(),
+    )
+    if GRADIENT_CHECKPOINTING:
+        kw["gradient_checkpointing_kwargs"] = {"use_reentrant": False}
+    if OPTIM_ARGS:
+        kw["optim_args"] = OPTIM_ARGS
+    if FUSED_CROSS_ENTROPY:
+        kw["use_liger_kernel"] = True
+        kw["liger_kernel_config"] = {
+            "fused_linear_cross_entropy": True,
+            "cross_entropy": False,
+            "rope": False,
+            "rms_norm": False,
+            "swiglu": False,
+            "geglu": False,
+            "layer_norm": False,
+        }
+    if DEEPSPEED:
+        kw["deepspeed"] = deepspeed_config(args)
+    if FSDP:
+        kw["fsdp"] = FSDP["fsdp"]
+        kw["fsdp_config"] = dict(FSDP["fsdp_config"])
+    if WORLD_SIZE > 1:
+        kw["ddp_find_unused_parameters"] = False
+    return _current_names(kw)
+
+
+def _current_names(kw):
+    """transformers >= 5.x renamed gradient_checkpointing to activation_checkpointing."""
+    import dataclasses
+
+    from transformers import TrainingArguments
+
+    names = {f.name for f in dataclasses.fields(TrainingArguments)}
+    for old, new in (
+        ("gradient_checkpointing", "activation_checkpointing"),
+        ("gradient_checkpointing_kwargs", "activation_checkpointing_kwargs"),
+    ):
+        if old in kw and new in names:
+            kw[new] = kw.pop(old)
+    return kw
+
+
+def lora_config_kwargs():
+    """PEFT LoraConfig arguments (None for a full fine-tune)."""
+    if METHOD == "full":
+        return None
+    return dict(LORA, task_type="CAUSAL_LM", bias="none")
+
+
+def bnb_config_kwargs():
+    """BitsAndBytesConfig arguments with torch dtypes (None without a quantised base)."""
+    if not QUANT:
+        return None
+    q = dict(QUANT)
+    for key in ("bnb_4bit_compute_dtype", "bnb_4bit_quant_storage"):
+        if key in q:
+            q[key] = _torch_dtype(q[key])
+    return q
+
+
+def _dtype_kwarg():
+    import transformers
+
+    major = int(transformers.__version__.split(".")[0])
+    return "dtype" if major >= 5 else "torch_dtype"
+
+
+def build_model(args, training_args):
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+    kwargs = {"attn_implementation": ATTN_IMPLEMENTATION, _dtype_kwarg(): _torch_dtype(LOAD_DTYPE)}
+    q = bnb_config_kwargs()
+    if q:
+        if not _cuda():
+            sys.exit("train.py: the quantised base (bitsandbytes) needs a CUDA GPU")
+        from transformers import BitsAndBytesConfig
+
+        kwargs["quantization_config"] = BitsAndBytesConfig(**q)
+        if not SHARDED_WEIGHTS:
+            kwargs["device_map"] = {"": local_rank}
+    if args.random_init and not q:
+        torch.manual_seed(args.seed)  # the same random weights on every process
+        model = AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(args.model), **kwargs)
+    else:
+        source = args.model
+        if args.random_init:
+            # bitsandbytes quantises while loading a checkpoint: rank 0 writes a random one
+            source = os.path.join(args.output_dir, "random-init")
+            with training_args.main_process_first(desc="random init", local=False):
+                if not os.path.exists(os.path.join(source, "config.json")):
+                    torch.manual_seed(args.seed)
+                    config = AutoConfig.from_pretrained(args.model)
+                    AutoModelForCausalLM.from_config(config).save_pretrained(source)
+        model = AutoModelForCausalLM.from_pretrained(source, **kwargs)
+    model.config.use_cache = False
+    lora = lora_config_kwargs()
+    if lora:
+        from peft import LoraConfig, get_peft_model
+
+        if GRADIENT_CHECKPOINTING or ACTIVATION_CHECKPOINTING_BY_SHARDING:
+            model.enable_input_require_grads()
+        # PEFT keeps adapters in fp32 by default (autocast_adapter_dtype=True); fitplan modelled
+        # ADAPTER_DTYPE, so the adapters are cast to it explicitly
+        model = get_peft_model(
+            model, LoraConfig(**lora), autocast_adapter_dtype=ADAPTER_DTYPE == "fp32"
+        )
+        dtype = _torch_dtype(ADAPTER_DTYPE)
+        for p in model.parameters():
+            if p.requires_grad and p.dtype != dtype:
+                p.data = p.data.to(dtype)
+        model.print_trainable_parameters()
+    return model
+
+
+def build_dataset(args, vocab_size, training_args):
+    """Sequences of exactly SEQ_LEN tokens (packed), as the plan's activation memory assumes."""
+    import torch
+
+    if args.synthetic_data:
+        world = int(os.environ.get("WORLD_SIZE", "1"))
+        steps = args.max_steps if args.max_steps > 0 else 8
+        n = steps * MICRO_BATCH * GRAD_ACCUM * world
+        g = torch.Generator().manual_seed(args.seed)
+        ids = torch.randint(0, vocab_size, (n, SEQ_LEN), generator=g)
+        return [{"input_ids": r, "labels": r.clone(), "attention_mask": torch.ones_like(r)} for r in ids]
+    try:
+        from datasets import load_dataset
+    except ImportError:
+        sys.exit("train.py: real data needs `pip install datasets` (or pass --synthetic-data)")
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(args.tokenizer or args.model)
+    if os.path.isfile(args.dataset):
+        ext = args.dataset.rsplit(".", 1)[-1].lower()
+        builder = {"jsonl": "json", "json": "json", "txt": "text", "csv": "csv", "parquet": "parquet"}
+        if ext not in builder:
+            sys.exit(f"train.py: cannot read {args.dataset}: use .json, .jsonl, .txt, .csv or .parquet")
+        ds = load_dataset(builder[ext], data_files=args.dataset, split="train")
+    else:
+        ds = load_dataset(args.dataset, args.dataset_config, split=args.split)
+    eos = [tokenizer.eos_token_id] if tokenizer.eos_token_id is not None else []
+
+    def tokenize(batch):
+        return tokenizer(batch[args.text_column], add_special_tokens=True)
+
+    def pack(batch):
+        ids = [t for seq in batch["input_ids"] for t in list(seq) + eos]
+        n = len(ids) // SEQ_LEN * SEQ_LEN
+        blocks = [ids[i : i + SEQ_LEN] for i in range(0, n, SEQ_LEN)]
+        return {"input_ids": blocks, "labels": [list(b) for b in blocks], "attention_mask": [[1] * SEQ_LEN for _ in blocks]}
+
+    with training_args.main_process_first(desc="tokenize and pack"):
+        ds = ds.map(tokenize, batched=True, remove_columns=ds.column_names)
+        ds = ds.map(pack, batched=True, remove_columns=ds.column_names)
+    ds.set_format("torch")
+    return ds
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    check_world_size(args)
+    from transformers import AutoConfig, Trainer, TrainingArguments, default_data_collator
+
+    # TrainingArguments first: under ZeRO-3 the model is then built already partitioned
+    training_args = TrainingArguments(**training_arguments_kwargs(args))
+    vocab_size = AutoConfig.from_pretrained(args.model).vocab_size
+    model = build_model(args, training_args)
+    dataset = build_dataset(args, vocab_size, training_args)
+    trainer = Trainer(model=model, args=training_args, train_dataset=dataset, data_collator=default_data_collator)
+    trainer.train()
+    if trainer.is_world_process_zero():
+        for entry in trainer.state.log_history:
+            if "loss" in entry:
+                print(f"fitplan: step {entry['step']} loss {entry['loss']:.6f}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
+'''
