@@ -22,6 +22,7 @@ examples:
   fitplan accuracy          # predictions against published measurements
   fitplan trace llama-3.1-8b                    # saved activations, traced on the meta device
   fitplan measure --model llama-3.2-1b --steps 3  # real steps (CUDA: memory; CPU: time)
+  fitplan autotune --model llama-3.2-1b --target-batch 16 --trials 8  # measured trials
 """
 
 
@@ -256,6 +257,43 @@ def _ground_truth_commands(sub: argparse._SubParsersAction) -> None:
         help="print the result as JSON; with a file, also append the calibration CSV row to it",
     )
     p.set_defaults(handler="searcher.measure:cmd_measure")
+
+    p = sub.add_parser(
+        "autotune",
+        help="measured trials on this device, driven by optuna and seeded with the analytic front",
+        description="Search analytically, then measure real training steps of the candidates on "
+        "this device (random weights), the Pareto front first; an out-of-memory trial is pruned. "
+        "Reports the measured best.",
+    )
+    p.add_argument("--model", required=True, metavar="NAME|PATH", help="catalog id or config.json")
+    p.set_defaults(
+        params=None,
+        trainable_params=None,
+        layers=None,
+        hidden=None,
+        vocab=None,
+        heads=None,
+        max_gpus=1,
+        gpus_per_node=1,
+    )
+    _gpu_args(p, default_gpu=None)
+    p.add_argument("--target-batch", type=int, default=8, help="effective batch (default 8)")
+    p.add_argument("--seq-len", type=int, help="sequence length (default 2048 or the context)")
+    p.add_argument("--cpu-ram", help="CPU RAM (not used: measured trials do not offload)")
+    _config_args(p, search=True)
+    p.add_argument("--trials", type=int, default=8, help="measured trials (default 8)")
+    p.add_argument("--steps", type=int, default=3, help="optimizer steps per trial (default 3)")
+    p.add_argument(
+        "--candidates", type=int, default=64, help="candidates beyond the front (default 64)"
+    )
+    p.add_argument("--device", default="auto", help="auto (CUDA if present), cuda or cpu")
+    p.add_argument("--seed", type=int, default=0, help="sampler seed (default 0)")
+    p.add_argument(
+        "--storage", help="optuna RDB URL to share the study, e.g. sqlite:///autotune.db"
+    )
+    p.add_argument("--study-name", default="fitplan-autotune")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(handler="searcher.autotune:cmd_autotune")
 
     p = sub.add_parser(
         "trace",
