@@ -24,8 +24,8 @@ from constraints.errors import FitplanError
 
 #: cost comparisons (dollars) within this are ties
 COST_EPS = 1e-6
-#: beyond this many assignments the exhaustive solver refuses (use the MILP)
-EXHAUSTIVE_LIMIT = 5_000_000
+#: the exhaustive solver gives up after visiting this many partial assignments (use the MILP)
+EXHAUSTIVE_NODE_LIMIT = 2_000_000
 
 
 @dataclass(frozen=True)
@@ -118,16 +118,13 @@ def _verify(items: Sequence[Item], chosen: Sequence[int | None], capacity: Seque
 
 
 def solve_exhaustive(items: Sequence[Item], n_jobs: int, capacity: Sequence[int]) -> Assignment:
-    """Every assignment (each job: one of its options or none), with branch and bound."""
+    """Every assignment (each job: one of its options or none), with branch and bound: a branch
+    is cut only when even its best completion (every remaining job placed at its cheapest
+    option, capacity ignored) cannot beat the best plan found."""
     _check(items, n_jobs, capacity)
     per_job: list[list[int]] = [[] for _ in range(n_jobs)]
     for k, it in enumerate(items):
         per_job[it.job].append(k)
-    size = math.prod(len(o) + 1 for o in per_job)
-    if size > EXHAUSTIVE_LIMIT:
-        raise FitplanError(
-            f"{size:,} assignments are too many for the exhaustive solver", "use --solver milp"
-        )
     # jobs with fewer options first; cheapest option first inside a job (good bounds early)
     order = sorted(range(n_jobs), key=lambda j: len(per_job[j]))
     for j in order:
@@ -143,6 +140,7 @@ def solve_exhaustive(items: Sequence[Item], n_jobs: int, capacity: Sequence[int]
     free = list(capacity)
     chosen: list[int | None] = [None] * n_jobs
     best: dict[str, object] = {"placed": -1, "cost": math.inf, "chosen": list(chosen)}
+    visited = [0]
 
     def better(placed: int, cost: float) -> bool:
         bp, bc = best["placed"], best["cost"]
@@ -150,6 +148,14 @@ def solve_exhaustive(items: Sequence[Item], n_jobs: int, capacity: Sequence[int]
         return placed > bp or (placed == bp and cost < bc - COST_EPS)
 
     def visit(i: int, placed: int, cost: float) -> None:
+        visited[0] += 1
+        if visited[0] > EXHAUSTIVE_NODE_LIMIT:
+            size = math.prod(len(o) + 1 for o in per_job)
+            raise FitplanError(
+                f"the exhaustive solver gave up after {EXHAUSTIVE_NODE_LIMIT:,} of up to "
+                f"{size:,} partial assignments",
+                "use --solver milp",
+            )
         if i == n_jobs:
             if better(placed, cost):
                 best.update(placed=placed, cost=cost, chosen=list(chosen))

@@ -58,14 +58,7 @@ def plan_fleet(
     start = time.perf_counter()
     cells = search_cells(fleet.jobs, fleet.pools, workers=workers, progress=progress)
     searched = time.perf_counter()
-    pool_index = {p.name: i for i, p in enumerate(fleet.pools)}
-    items: list[Item] = []
-    options: list[Option] = []
-    for j, job in enumerate(fleet.jobs):
-        for pool in fleet.pools:
-            for o in cells[(job.name, pool.name)].options:
-                items.append(Item(j, pool_index[pool.name], o.gpus, o.usd))
-                options.append(o)
+    items, options = _items(fleet, cells)
     assignment = solve(items, len(fleet.jobs), [p.count for p in fleet.pools], solver)
     solved = time.perf_counter()
     placed: list[Placed] = []
@@ -87,6 +80,23 @@ def plan_fleet(
         search_seconds=searched - start,
         solve_seconds=solved - searched,
     )
+
+
+def _items(fleet: Fleet, cells: dict[tuple[str, str], Cell]) -> tuple[list[Item], list[Option]]:
+    """The solver's view of every option, and the options in the same order."""
+    pool_index = {p.name: i for i, p in enumerate(fleet.pools)}
+    items: list[Item] = []
+    options: list[Option] = []
+    for j, job in enumerate(fleet.jobs):
+        for pool in fleet.pools:
+            for o in cells[(job.name, pool.name)].options:
+                items.append(Item(j, pool_index[pool.name], o.gpus, o.usd))
+                options.append(o)
+    return items, options
+
+
+def items_of(plan: FleetPlan) -> list[Item]:
+    return _items(plan.fleet, plan.cells)[0]
 
 
 def _why_unplaced(
