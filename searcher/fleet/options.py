@@ -127,6 +127,14 @@ def prune(options: list[Option]) -> list[Option]:
     return kept
 
 
+def money(x: float) -> str:
+    return f"${x:,.2f}" if x < 100 else f"${x:,.0f}"
+
+
+def duration(h: float) -> str:
+    return f"{h:,.1f} h" if h >= 0.1 else f"{h * 60:.1f} min"
+
+
 def brief(o: Option) -> str:
     """'LoRA, ZeRO-3, AdamW, r=16, full checkpointing, micro-batch 4, 16 GPUs'."""
     one = ", 1 GPU" if o.gpus == 1 else ""
@@ -141,16 +149,17 @@ def within_limits(job: Job, options: list[Option]) -> tuple[list[Option], str | 
     if not timely:
         fastest = min(options, key=lambda o: o.hours)
         return [], (
-            f"fastest option takes {fastest.hours:,.1f} h ({brief(fastest)}) "
+            f"fastest option takes {duration(fastest.hours)} ({brief(fastest)}) "
             f"> deadline {job.deadline_hours:g} h"
         )
-    affordable = [o for o in timely if job.budget_usd is None or o.usd <= job.budget_usd]
-    if not affordable:
+    budget = job.budget_usd
+    affordable = [o for o in timely if budget is None or o.usd <= budget]
+    if budget is not None and not affordable:
         cheapest = min(timely, key=lambda o: o.usd)
         within = " within the deadline" if len(timely) < len(options) else ""
         return [], (
-            f"cheapest option{within} costs ${cheapest.usd:,.0f} ({brief(cheapest)}, "
-            f"{cheapest.hours:,.1f} h) > budget ${job.budget_usd:,.0f}"
+            f"cheapest option{within} costs {money(cheapest.usd)} ({brief(cheapest)}, "
+            f"{duration(cheapest.hours)}) > budget {money(budget)}"
         )
     return prune(affordable), None
 
@@ -206,9 +215,13 @@ def search_cells(
         return cells
     from concurrent.futures import ProcessPoolExecutor
 
-    with ProcessPoolExecutor(max_workers=n_workers) as pool_exec:
-        for k, cell in enumerate(pool_exec.map(_search_pair, pairs, chunksize=1)):
-            cells[(cell.job, cell.pool)] = cell
-            if progress:
-                progress(k + 1, len(pairs))
+    try:
+        with ProcessPoolExecutor(max_workers=n_workers) as pool_exec:
+            for k, cell in enumerate(pool_exec.map(_search_pair, pairs, chunksize=1)):
+                cells[(cell.job, cell.pool)] = cell
+                if progress:
+                    progress(k + 1, len(pairs))
+    except (OSError, NotImplementedError):
+        # no process support here (a sandbox without /dev/shm, say): search in this process
+        return search_cells(jobs, pools, workers=1, progress=progress)
     return cells

@@ -6,7 +6,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from searcher.fleet.options import Cell, Option, brief, search_cells
+from searcher.fleet.options import Cell, Option, brief, money, search_cells
 from searcher.fleet.placement import Assignment, Item, solve
 from searcher.fleet.schema import Fleet, Job
 
@@ -128,7 +128,7 @@ def _why_unplaced(
     cheapest = min(options, key=lambda o: o.usd)
     return Unplaced(
         job,
-        f"fits alone (cheapest: {cheapest.pool}, {cheapest.gpus} GPUs, ${cheapest.usd:,.0f}) "
+        f"fits alone (cheapest: {cheapest.pool}, {cheapest.gpus} GPUs, {money(cheapest.usd)}) "
         f"but not beside the placed jobs: {'; '.join(parts)}",
         per_pool,
     )

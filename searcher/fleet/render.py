@@ -6,7 +6,7 @@ from rich.console import Console
 from rich.table import Table
 
 from constraints.units import GB, GiB
-from searcher.fleet.options import Option
+from searcher.fleet.options import Option, duration, money
 from searcher.fleet.plan import FleetPlan
 from searcher.search import FAMILY_NAMES, knobs_brief
 
@@ -14,11 +14,10 @@ METHOD_SHORT = {"full": "full", "lora": "LoRA", "qlora": "QLoRA"}
 
 
 def hours_text(h: float) -> str:
-    return f"{h:,.1f} h" if h < 48 else f"{h:,.0f} h ({h / 24:,.1f} d)"
+    return duration(h) if h < 48 else f"{h:,.0f} h ({h / 24:,.1f} d)"
 
 
-def usd_text(x: float) -> str:
-    return f"${x:,.2f}" if x < 100 else f"${x:,.0f}"
+usd_text = money
 
 
 def cell_text(o: Option) -> str:

@@ -231,14 +231,15 @@ class Lines:
     def error(self, loc: tuple[str | int, ...], message: str, hint: str | None = None):
         line = self.line(loc)
         where = f"{self.path}:{line}" if line else self.path
-        return FitplanError(f"{where}: {field_name(loc)}: {message}", hint)
+        field = f" {field_name(loc)}:" if loc else ""
+        return FitplanError(f"{where}:{field} {message}", hint)
 
 
 def field_name(loc: tuple[str | int, ...]) -> str:
     out = ""
     for k in loc:
         out += f"[{k}]" if isinstance(k, int) else (f".{k}" if out else str(k))
-    return out or "file"
+    return out
 
 
 def _pydantic_message(err: dict[str, Any], model: type[BaseModel] | None) -> str:
