@@ -18,7 +18,7 @@ import numpy as np
 
 from constraints.errors import FitplanError
 from searcher.fleet.schema import Job, Pool
-from searcher.search import FAMILY_NAMES, FrontMember, knobs_brief, run_search
+from searcher.search import FAMILY_NAMES, FrontMember, knobs_brief, member_at, run_search
 from searcher.space import SearchProblem
 from searcher.strategies import ExhaustiveStrategy
 
@@ -83,22 +83,6 @@ def problem_for(job: Job, pool: Pool) -> SearchProblem:
     )
 
 
-def _member(ev, i: int) -> FrontMember:
-    from searcher.search import _breakdown
-
-    price = ev.throughput["usd_per_mtok"][i]
-    return FrontMember(
-        config=ev.batch.config(i),
-        memory=_breakdown(ev, i),
-        needed=round(float(ev.needed[i])),
-        tokens_per_s=float(ev.throughput["tokens_per_s"][i]),
-        step_time_s=float(ev.throughput["step_time_s"][i]),
-        usd_per_mtok=None if np.isnan(price) else float(price),
-        mfu=float(ev.throughput["mfu"][i]),
-        fidelity=float(ev.fidelity[i]),
-    )
-
-
 def fastest_per_count(job: Job, pool: Pool, ev) -> list[Option]:
     """At each GPU count, the fastest feasible configuration (then higher fidelity, less memory)."""
     ok = np.flatnonzero(ev.feasible)
@@ -111,7 +95,7 @@ def fastest_per_count(job: Job, pool: Pool, ev) -> list[Option]:
     firsts = ranked[np.flatnonzero(np.r_[True, gpus[1:] != gpus[:-1]])]
     out = []
     for i in firsts:
-        m = _member(ev, int(i))
+        m = member_at(ev, int(i))
         hours = job.tokens / m.tokens_per_s / 3600.0
         out.append(Option(job.name, pool.name, m.gpus, m, hours, m.gpus * pool.price * hours))
     return out

@@ -5,7 +5,7 @@ from __future__ import annotations
 from rich.console import Console
 from rich.table import Table
 
-from constraints.units import GB, GiB
+from constraints.units import GiB
 from searcher.fleet.options import Option, duration, money
 from searcher.fleet.plan import FleetPlan
 from searcher.search import FAMILY_NAMES, knobs_brief
@@ -100,7 +100,3 @@ def print_plan(plan: FleetPlan, out: Console | None = None) -> None:
         f"{plan.search_seconds:.2f} s; {n_options} options placed by the {plan.assignment.solver} "
         f"solver (exact: most jobs, then least cost) in {plan.solve_seconds:.2f} s[/]"
     )
-
-
-def memory_text(n: float) -> str:
-    return f"{n / GB:.1f} GB ({n / GiB:.1f} GiB)"

@@ -45,9 +45,8 @@ from constraints.errors import FitplanError
 from constraints.gpus import GpuSpec
 from constraints.models import ModelSpec
 from constraints.throughput import DEFAULT_INTER_NODE_GB_S
-from constraints.units import GiB
+from searcher.space import DEFAULT_CPU_RAM_PER_NODE
 
-DEFAULT_CPU_RAM_PER_NODE = 256 * GiB
 _TOKEN_SUFFIX = {"k": 1e3, "m": 1e6, "b": 1e9, "g": 1e9, "t": 1e12}
 _TOKENS_RE = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:e[+-]?[0-9]+)?)\s*([kmbgt]?)\s*$", re.IGNORECASE)
 
