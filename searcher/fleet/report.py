@@ -107,10 +107,12 @@ def pareto_figure(plan: FleetPlan) -> Any:
         )
         usable = usable_bytes(pool.gpu, pool.headroom)[0] / GiB
         ax.axhline(usable, color="black", lw=0.8, ls="--")
-        ax.set_xscale("log")
-        ax.xaxis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))
+        xs = [chosen.usd] + [m.usd_per_mtok * pl.job.tokens / 1e6 for m in front]  # type: ignore[operator]
+        if max(xs) > 8 * min(xs):  # costs over a decade or more: a log axis
+            ax.set_xscale("log")
+            ax.xaxis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))
+            ax.xaxis.set_minor_formatter(NullFormatter())
         ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _pos: f"${v:,.4g}"))
-        ax.xaxis.set_minor_formatter(NullFormatter())
         ax.set_title(f"{pl.job.name} on {pool.name}", fontsize=10)
         ax.set_xlabel(f"cost of {pl.job.tokens:.3g} tokens ($)", fontsize=8)
         ax.set_ylabel("peak memory per GPU (GiB)", fontsize=8)
@@ -125,7 +127,8 @@ def pareto_figure(plan: FleetPlan) -> Any:
     ]
     fig.legend(handles=handles, loc="lower center", ncol=len(handles), fontsize=8, frameon=False)
     fig.suptitle("Pareto fronts (cost, peak memory, fidelity) of the placed jobs", fontsize=11)
-    fig.tight_layout(rect=(0, 0.06, 1, 0.96))
+    height = 3.6 * rows  # inches: keep the legend and the title a fixed half inch each
+    fig.tight_layout(rect=(0, 0.45 / height, 1, 1 - 0.45 / height))
     return fig
 
 
@@ -138,7 +141,7 @@ def memory_figure(plan: FleetPlan) -> Any:
     from constraints.breakdown import usable_bytes
 
     placed = plan.placed
-    fig, ax = plt.subplots(figsize=(max(5.0, 1.1 * len(placed) + 2.5), 4.2))
+    fig, ax = plt.subplots(figsize=(min(16.0, max(5.0, 0.75 * len(placed) + 3.0)), 4.6))
     if not placed:
         ax.text(0.5, 0.5, "no job placed", ha="center", va="center", transform=ax.transAxes)
         return fig
@@ -162,7 +165,7 @@ def memory_figure(plan: FleetPlan) -> Any:
     )
     ax.set_ylabel("GiB per GPU at the peak")
     ax.set_title("Memory of the chosen configurations (dashes: capacity − headroom)")
-    ax.legend(fontsize=8, ncol=5, loc="upper center", bbox_to_anchor=(0.5, -0.18), frameon=False)
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
     ax.grid(axis="y", alpha=0.3)
     fig.tight_layout()
     return fig
