@@ -9,6 +9,7 @@ from typing import NoReturn
 
 from searcher.emitters.cli import add_emit_args
 from searcher.emitters.cli import register as register_launch
+from searcher.fleet.cli import register as register_fleet
 
 EXAMPLES = """\
 examples:
@@ -17,6 +18,7 @@ examples:
   fitplan search --model llama-3.1-8b --gpu a100-80gb --gpus 8 --target-batch 64 --seq-len 4096
   fitplan fits --gpu rtx-4090
   fitplan scenario run scenarios/*.yaml
+  fitplan fleet scenarios/fleet-example.yaml   # place jobs on GPU pools
   fitplan models            # the model catalog
   fitplan gpus              # the GPU catalog
   fitplan accuracy          # predictions against published measurements
@@ -217,6 +219,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.set_defaults(handler="searcher.commands:cmd_scenario_run")
 
     register_launch(sub)
+    register_fleet(sub)
 
     p = sub.add_parser("models", help="list the model catalog")
     p.add_argument("--json", action="store_true")

@@ -13,7 +13,8 @@ default), its inputs, and ``expect``: metric → expectation. Metrics are the ke
 
 A metric may carry a note after a space (``static (GiB)``) to check one metric twice.
 
-New kinds register in ``KINDS``; the runner and the checks stay the same.
+New kinds register in ``KINDS``; the runner and the checks stay the same. A file with ``pools``
+and ``jobs`` is a fleet file: it is planned and its ``expect`` checked (searcher/fleet/scenario.py).
 """
 
 from __future__ import annotations
@@ -188,11 +189,18 @@ def _search_metrics(case: Case) -> dict[str, Any]:
     }
 
 
+def _fits_metrics(case: Case) -> dict[str, Any]:
+    from searcher.scenario_fits import fits_metrics
+
+    return fits_metrics(case)
+
+
 KINDS: dict[str, Callable[[Case], dict[str, Any]]] = {
     "explain": _explain_metrics,
     "saved_tensor": _saved_tensor_metrics,
     "inference": _inference_metrics,
     "search": _search_metrics,
+    "fits": _fits_metrics,
 }
 
 
@@ -295,6 +303,10 @@ def load_file(path: str | Path) -> ScenarioFile:
 
 
 def run_file(path: str | Path) -> list[CaseResult]:
+    from searcher.fleet.scenario import is_fleet_file, run_fleet_file
+
+    if is_fleet_file(path):  # pools + jobs: plan the fleet and check its `expect`
+        return run_fleet_file(path)
     scenario = load_file(path)
     results = []
     for case in scenario.cases:

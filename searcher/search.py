@@ -79,6 +79,21 @@ def _breakdown(ev: Evaluation, i: int) -> MemoryBreakdown:
     )
 
 
+def member_at(ev: Evaluation, i: int) -> FrontMember:
+    """Configuration ``i`` of an evaluation as a FrontMember (tokens/s 0 where not computed)."""
+    price = ev.throughput["usd_per_mtok"][i]
+    return FrontMember(
+        config=ev.batch.config(i),
+        memory=_breakdown(ev, i),
+        needed=round(float(ev.needed[i])),
+        tokens_per_s=float(np.nan_to_num(ev.throughput["tokens_per_s"][i], nan=0.0)),
+        step_time_s=float(ev.throughput["step_time_s"][i]),
+        usd_per_mtok=None if np.isnan(price) else float(price),
+        mfu=float(ev.throughput["mfu"][i]),
+        fidelity=float(ev.fidelity[i]),
+    )
+
+
 def knobs_brief(cfg: TrainConfig) -> str:
     parts = []
     if cfg.zero:
@@ -175,21 +190,7 @@ def run_search(
         keep = feasible_idx[pareto_front(objectives[feasible_idx])]
         # ranked by throughput cost, then speed, then memory
         order = np.lexsort((ev.needed[keep], -speed[keep], objectives[keep, 0]))
-        for i in keep[order]:
-            i = int(i)
-            price = ev.throughput["usd_per_mtok"][i]
-            front.append(
-                FrontMember(
-                    config=ev.batch.config(i),
-                    memory=_breakdown(ev, i),
-                    needed=round(float(ev.needed[i])),
-                    tokens_per_s=float(speed[i]),
-                    step_time_s=float(ev.throughput["step_time_s"][i]),
-                    usd_per_mtok=None if np.isnan(price) else float(price),
-                    mfu=float(ev.throughput["mfu"][i]),
-                    fidelity=float(ev.fidelity[i]),
-                )
-            )
+        front = [member_at(ev, int(i)) for i in keep[order]]
     return SearchResult(
         problem=problem,
         strategy=strategy.name,

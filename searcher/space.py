@@ -67,6 +67,9 @@ class SearchProblem:
     pins: dict[str, Any] = field(default_factory=dict)
     min_gpus: int = 1
     all_gpu_counts: bool = False
+    #: exactly these GPU counts (within min_gpus..max_gpus) when given, e.g. a fleet pool's
+    #: whole nodes; otherwise powers of two and the full count
+    gpu_counts: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
         if self.max_gpus < 1:
@@ -95,6 +98,8 @@ def gpu_counts(problem: SearchProblem) -> list[int]:
     """GPU counts to try: powers of two up to what the user has, and the full count."""
     if "gpus" in problem.pins:
         return [int(problem.pins["gpus"])]
+    if problem.gpu_counts:
+        return sorted({g for g in problem.gpu_counts if problem.min_gpus <= g <= problem.max_gpus})
     if problem.all_gpu_counts:
         return list(range(problem.min_gpus, problem.max_gpus + 1))
     counts = {
@@ -142,8 +147,13 @@ def knob_values(problem: SearchProblem) -> dict[str, tuple[Any, ...]]:
         "flash" if gpu.supports_flash_attention or gpu.custom else "sdpa"
     )
     ckpt = ("none", "selective", "full") if attention == "eager" else ("none", "full")
+    pinned_method = pins.get("method")
+    if isinstance(pinned_method, (list, tuple)):  # several allowed methods (a fleet job)
+        methods = tuple(m for m in methods if m in pinned_method)
+    elif pinned_method is not None:
+        methods = (pinned_method,)
     return {
-        "method": (pins["method"],) if "method" in pins else methods,
+        "method": methods,
         "rank": (int(pins["lora_rank"]),) if "lora_rank" in pins else DEFAULT_RANKS,
         "lora_targets": (pins.get("lora_targets") or "all-linear",),
         "recipe": (pins["recipe"],) if "recipe" in pins else DEFAULT_RECIPES,

@@ -1,0 +1,211 @@
+"""What a job can do on a pool: the search over the pool's whole nodes, reduced to options.
+
+For a (job, pool) pair the exhaustive search runs with the pool's GPU (its price and intra-node
+link), its node size, inter-node bandwidth and CPU RAM, and the GPU counts a job may take there
+(:meth:`Pool.gpu_counts`). At each GPU count the fastest configuration that fits is that count's
+option: time = tokens / tokens_per_s, cost = GPUs × $/GPU-hour × time (at a fixed count the
+fastest is also the cheapest). Options beyond the job's deadline or budget are dropped, and so
+is any option another option beats on both GPUs and cost (it can never be part of a cheapest
+placement). When nothing is left the cell says why, in numbers.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from constraints.errors import FitplanError
+from searcher.fleet.schema import Job, Pool
+from searcher.search import FAMILY_NAMES, FrontMember, knobs_brief, member_at, run_search
+from searcher.space import SearchProblem
+from searcher.strategies import ExhaustiveStrategy
+
+
+@dataclass(frozen=True)
+class Option:
+    """One way to run a job on a pool: a GPU count and the fastest configuration at it."""
+
+    job: str
+    pool: str
+    gpus: int
+    member: FrontMember
+    hours: float
+    usd: float
+
+    @property
+    def method(self) -> str:
+        return self.member.config.method
+
+    @property
+    def tokens_per_s(self) -> float:
+        return self.member.tokens_per_s
+
+
+@dataclass
+class Cell:
+    """The search of one job on one pool and what is left of it after deadline and budget."""
+
+    job: str
+    pool: str
+    all_options: list[Option] = field(default_factory=list)  # the fastest per GPU count
+    options: list[Option] = field(default_factory=list)  # within deadline and budget, pruned
+    front: list[FrontMember] = field(default_factory=list)
+    reason: str | None = None  # why there is no option, in numbers
+    evaluated: int = 0
+    seconds: float = 0.0
+
+    @property
+    def best(self) -> Option | None:
+        """The cheapest option (fewest GPUs on a tie): what the job would take alone."""
+        return min(self.options, key=lambda o: (o.usd, o.gpus), default=None)
+
+
+def problem_for(job: Job, pool: Pool) -> SearchProblem:
+    pins: dict[str, object] = {"lora_rank": job.lora_rank}
+    if len(job.methods) == 1:
+        pins["method"] = job.methods[0]
+    elif len(job.methods) < 3:
+        pins["method"] = job.methods
+    return SearchProblem(
+        model=job.model,
+        gpu=pool.gpu,
+        max_gpus=pool.count,
+        target_batch=job.target_batch,
+        seq_len=job.seq_len,
+        headroom=pool.headroom,
+        cpu_ram_per_node=pool.cpu_ram_per_node,
+        gpus_per_node=pool.gpus_per_node,
+        inter_node_gb_s=pool.inter_node_gb_s,
+        pins=pins,
+        gpu_counts=pool.gpu_counts(),
+    )
+
+
+def fastest_per_count(job: Job, pool: Pool, ev) -> list[Option]:
+    """At each GPU count, the fastest feasible configuration (then higher fidelity, less memory)."""
+    ok = np.flatnonzero(ev.feasible)
+    if not ok.size:
+        return []
+    speed = ev.throughput["tokens_per_s"][ok]
+    order = np.lexsort((ev.needed[ok], -ev.fidelity[ok], -speed, ev.batch.gpus[ok]))
+    ranked = ok[order]
+    gpus = ev.batch.gpus[ranked]
+    firsts = ranked[np.flatnonzero(np.r_[True, gpus[1:] != gpus[:-1]])]
+    out = []
+    for i in firsts:
+        m = member_at(ev, int(i))
+        hours = job.tokens / m.tokens_per_s / 3600.0
+        out.append(Option(job.name, pool.name, m.gpus, m, hours, m.gpus * pool.price * hours))
+    return out
+
+
+def prune(options: list[Option]) -> list[Option]:
+    """Drop every option that another beats or equals on both GPUs and cost (keeping the first
+    of equals): a cheapest placement never needs it."""
+    kept: list[Option] = []
+    for o in sorted(options, key=lambda o: (o.gpus, o.usd, -o.tokens_per_s)):
+        if all(o.usd < k.usd for k in kept):
+            kept.append(o)
+    return kept
+
+
+def money(x: float) -> str:
+    return f"${x:,.2f}" if x < 100 else f"${x:,.0f}"
+
+
+def duration(h: float) -> str:
+    return f"{h:,.1f} h" if h >= 0.1 else f"{h * 60:.1f} min"
+
+
+def brief(o: Option) -> str:
+    """'LoRA, ZeRO-3, AdamW, r=16, full checkpointing, micro-batch 4, 16 GPUs'."""
+    one = ", 1 GPU" if o.gpus == 1 else ""
+    return f"{FAMILY_NAMES[o.method]}, {knobs_brief(o.member.config)}{one}"
+
+
+def within_limits(job: Job, options: list[Option]) -> tuple[list[Option], str | None]:
+    """The options that meet the deadline and the budget, or the reason none does."""
+    if not options:
+        return [], None
+    timely = [o for o in options if job.deadline_hours is None or o.hours <= job.deadline_hours]
+    if not timely:
+        fastest = min(options, key=lambda o: o.hours)
+        return [], (
+            f"fastest option takes {duration(fastest.hours)} ({brief(fastest)}) "
+            f"> deadline {job.deadline_hours:g} h"
+        )
+    budget = job.budget_usd
+    affordable = [o for o in timely if budget is None or o.usd <= budget]
+    if budget is not None and not affordable:
+        cheapest = min(timely, key=lambda o: o.usd)
+        within = " within the deadline" if len(timely) < len(options) else ""
+        return [], (
+            f"cheapest option{within} costs {money(cheapest.usd)} ({brief(cheapest)}, "
+            f"{duration(cheapest.hours)}) > budget {money(budget)}"
+        )
+    return prune(affordable), None
+
+
+def search_cell(job: Job, pool: Pool) -> Cell:
+    """Search one job on one pool (runs in a worker process for large fleets)."""
+    start = time.perf_counter()
+    cell = Cell(job.name, pool.name)
+    if pool.name not in job.pools:
+        cell.reason = "not among the job's pools"
+        return cell
+    try:
+        result = run_search(problem_for(job, pool), ExhaustiveStrategy(), keep_evaluation=True)
+    except FitplanError as err:  # e.g. no layout divides the target batch
+        cell.reason = str(err)
+        cell.seconds = time.perf_counter() - start
+        return cell
+    ev = result.evaluation
+    assert ev is not None
+    cell.evaluated = result.evaluated
+    cell.front = result.front
+    cell.all_options = fastest_per_count(job, pool, ev)
+    if not cell.all_options:
+        reasons = [r.reason.replace("(--cpu-ram)", "(cpu_ram_per_node)") for r in result.rejected]
+        cell.reason = "; ".join(reasons) or "no configuration fits"
+    else:
+        cell.options, cell.reason = within_limits(job, cell.all_options)
+    cell.seconds = time.perf_counter() - start
+    return cell
+
+
+def _search_pair(pair: tuple[Job, Pool]) -> Cell:
+    return search_cell(*pair)
+
+
+def search_cells(
+    jobs: tuple[Job, ...],
+    pools: tuple[Pool, ...],
+    workers: int | None = None,
+    progress=None,
+) -> dict[tuple[str, str], Cell]:
+    """Every (job, pool) cell; in parallel worker processes when there are several CPUs."""
+    import os
+
+    pairs = [(j, p) for j in jobs for p in pools]
+    n_workers = workers if workers is not None else min(os.cpu_count() or 1, len(pairs))
+    cells: dict[tuple[str, str], Cell] = {}
+    if n_workers <= 1 or len(pairs) < 4:
+        for k, (j, p) in enumerate(pairs):
+            cells[(j.name, p.name)] = search_cell(j, p)
+            if progress:
+                progress(k + 1, len(pairs))
+        return cells
+    from concurrent.futures import ProcessPoolExecutor
+
+    try:
+        with ProcessPoolExecutor(max_workers=n_workers) as pool_exec:
+            for k, cell in enumerate(pool_exec.map(_search_pair, pairs, chunksize=1)):
+                cells[(cell.job, cell.pool)] = cell
+                if progress:
+                    progress(k + 1, len(pairs))
+    except (OSError, NotImplementedError):
+        # no process support here (a sandbox without /dev/shm, say): search in this process
+        return search_cells(jobs, pools, workers=1, progress=progress)
+    return cells
