@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from functools import cache
 from typing import Literal
 
-from constraints.models import ModelSpec
+from constraints.models import LLAMA_LIKE, ModelSpec
 from constraints.params import ParamGroup, inventory, lora_target_groups
 
 DKind = Literal["compute", "residual", "fp32", "softmax", "mask"]
@@ -122,24 +122,7 @@ def _norm(spec: ModelSpec, name: str, width: int, rows: int = 1) -> list[Saved]:
 
 
 #: families whose HF eager attention runs ``softmax(scores, dtype=torch.float32)``
-HF_FP32_SOFTMAX = frozenset(
-    {
-        "llama",
-        "mistral",
-        "mixtral",
-        "qwen2",
-        "qwen2_moe",
-        "qwen3",
-        "qwen3_moe",
-        "phi3",
-        "olmo",
-        "olmo2",
-        "deepseek_v3",
-        "gemma",
-        "gemma2",
-        "opt",
-    }
-)
+HF_FP32_SOFTMAX = frozenset(LLAMA_LIKE | {"opt"})  # every Llama-style family, and OPT
 
 
 def _attention_core(

@@ -11,36 +11,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
+from constraints.config import TrainConfig
 from constraints.errors import FitplanError
 
 if TYPE_CHECKING:
     from searcher.emitters.plan import Plan
 
 #: the knobs every emitter must account for: the fields of TrainConfig
-KNOB_NAMES: tuple[str, ...] = (
-    "method",
-    "lora_rank",
-    "lora_targets",
-    "lora_dropout",
-    "recipe",
-    "weight_dtype",
-    "adapter_dtype",
-    "compute_dtype",
-    "optimizer",
-    "quant",
-    "micro_batch",
-    "seq_len",
-    "grad_accum",
-    "checkpointing",
-    "attention",
-    "loss",
-    "zero",
-    "offload",
-    "tp",
-    "pp",
-    "dp",
-    "optimizer_in_backward",
-)
+KNOB_NAMES: tuple[str, ...] = tuple(TrainConfig.model_fields)
 
 
 @dataclass(frozen=True)
