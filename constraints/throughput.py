@@ -41,6 +41,10 @@ ETA_GEMM = 0.70
 #: Fraction of dense peak FlashAttention reaches (forward and backward together). Fitted: 0.325
 #: (the llm-foundry rows ran FlashAttention 1/2 under torch 2.1; long sequences are slower).
 ETA_ATTENTION = 0.325
+#: FlashAttention-2 reaches a smaller share of a Hopper GPU's peak than of an Ampere/Ada one:
+#: "only 35% utilization of the H100" (Shah, Dao et al., FlashAttention-3, 2024) against 50–73 %
+#: of the A100's peak (Dao, FlashAttention-2, 2023): about 0.56 of the Ampere share. Not fitted.
+FA2_HOPPER_SHARE = 0.35 / 0.62
 #: Elementwise traffic per step as a multiple of the activation bytes the forward writes (write +
 #: read in forward, read + write of their gradients in backward ≈ 4; unfused eager kernels and
 #: the temporaries nothing saves read and write more). Fitted: 9.5.
@@ -234,7 +238,8 @@ def throughput_arrays(
         layers_attn = spec.total_layers + (spec.layers if spec.arch == "encoder-decoder" else 0)
         attn_flops = 4.0 * T * s * spec.q_width * causal * layers_attn / tp
     eager = batch.attention == CODE["attention"]["eager"]
-    t_attn_fwd = attn_flops / (peak * eta_attention)
+    hopper = gpu.sm is not None and 9.0 <= gpu.sm < 10.0
+    t_attn_fwd = attn_flops / (peak * eta_attention * (FA2_HOPPER_SHARE if hopper else 1.0))
     s2_bytes = np.where(eager, T * s * spec.heads * 10.0 * spec.total_layers / tp, 0.0)
     t_attn_fwd = t_attn_fwd + s2_bytes / bw
     t_attn_bwd = 2.5 * t_attn_fwd
