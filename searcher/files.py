@@ -30,6 +30,7 @@ def atomic_write_text(path: str | Path, text: str, *, force: bool = True) -> Pat
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)
+        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; give the usual permissions
         os.replace(tmp, p)
     except OSError as err:
         Path(tmp).unlink(missing_ok=True)
