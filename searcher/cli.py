@@ -142,6 +142,12 @@ def _search_args(p: argparse.ArgumentParser) -> None:
         "--storage", help="optuna: RDB URL shared by several processes, e.g. sqlite:///fitplan.db"
     )
     g.add_argument(
+        "--rank-by",
+        choices=["cost", "speed"],
+        default="cost",
+        help="order of the front: $ per token (default) or tokens/s",
+    )
+    g.add_argument(
         "--top",
         type=int,
         default=10,

@@ -214,7 +214,7 @@ def run_cli_search(args: argparse.Namespace):
         args.strategy, trials=args.trials, seed=args.seed, storage=args.storage
     )
     with progress_reporter("searching") as progress:
-        return run_search(problem, strategy, progress)
+        return run_search(problem, strategy, progress, rank_by=args.rank_by)
 
 
 def cmd_search(args: argparse.Namespace) -> int:

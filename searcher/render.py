@@ -251,7 +251,10 @@ def print_search(
     )
     if result.front:
         cap = p.gpu.memory_bytes
-        table = Table(title="Pareto-optimal configurations, cheapest first", title_justify="left")
+        order = (
+            "fastest first" if getattr(result, "rank_by", "cost") == "speed" else "cheapest first"
+        )
+        table = Table(title=f"Pareto-optimal configurations, {order}", title_justify="left")
         cols = [
             "#",
             "method",

@@ -10,6 +10,7 @@ import numpy as np
 
 from constraints.breakdown import MemoryBreakdown
 from constraints.config import CODE, METHODS, TrainConfig
+from constraints.errors import FitplanError
 from constraints.hardware import describe
 from constraints.memory import PARTS, PHASES, TERMS
 from constraints.units import GiB
@@ -60,6 +61,7 @@ class SearchResult:
     feasible: int
     seconds: float
     evaluation: Evaluation | None = field(default=None, repr=False)
+    rank_by: str = "cost"
 
 
 def _breakdown(ev: Evaluation, i: int) -> MemoryBreakdown:
@@ -176,7 +178,11 @@ def run_search(
     strategy: Strategy,
     progress: Progress | None = None,
     keep_evaluation: bool = False,
+    rank_by: str = "cost",
 ) -> SearchResult:
+    """The feasible Pareto front, ranked by throughput cost (``rank_by="speed"``: tokens/s first)."""
+    if rank_by not in ("cost", "speed"):
+        raise FitplanError(f"--rank-by {rank_by}: use cost or speed")
     start = time.perf_counter()
     ev = strategy.run(problem, progress)
     feasible_idx = np.flatnonzero(ev.feasible)
@@ -188,8 +194,11 @@ def run_search(
         feasible_idx = feasible_idx[pref]
         objectives = ev.objectives()
         keep = feasible_idx[pareto_front(objectives[feasible_idx])]
-        # ranked by throughput cost, then speed, then memory
-        order = np.lexsort((ev.needed[keep], -speed[keep], objectives[keep, 0]))
+        # ranked by throughput cost, then speed, then memory (or speed first)
+        if rank_by == "speed":
+            order = np.lexsort((ev.needed[keep], objectives[keep, 0], -speed[keep]))
+        else:
+            order = np.lexsort((ev.needed[keep], -speed[keep], objectives[keep, 0]))
         front = [member_at(ev, int(i)) for i in keep[order]]
     return SearchResult(
         problem=problem,
@@ -200,6 +209,7 @@ def run_search(
         feasible=int(feasible_idx.size),
         seconds=time.perf_counter() - start,
         evaluation=ev if keep_evaluation else None,
+        rank_by=rank_by,
     )
 
 

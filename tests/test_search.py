@@ -217,3 +217,14 @@ def test_impossible_target_batch() -> None:
 def test_unknown_strategy() -> None:
     with pytest.raises(FitplanError):
         make_strategy("simulated-annealing")
+
+
+def test_rank_by_speed_orders_the_same_front_fastest_first() -> None:
+    p = problem(gpus=4, batch=16)
+    by_cost = run_search(p, ExhaustiveStrategy())
+    by_speed = run_search(p, ExhaustiveStrategy(), rank_by="speed")
+    assert {m.config for m in by_cost.front} == {m.config for m in by_speed.front}
+    speeds = [m.tokens_per_s for m in by_speed.front]
+    assert speeds == sorted(speeds, reverse=True)
+    with pytest.raises(FitplanError):
+        run_search(p, ExhaustiveStrategy(), rank_by="memory")
