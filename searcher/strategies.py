@@ -90,6 +90,12 @@ class OptunaStrategy:
     study_name: str = "fitplan"
     name: str = "optuna"
 
+    def __post_init__(self) -> None:
+        if self.trials < 1:
+            raise FitplanError(f"--trials must be at least 1, got {self.trials}")
+        if self.population < 2:
+            raise FitplanError(f"the NSGA-II population must be at least 2, got {self.population}")
+
     def run(self, problem: SearchProblem, progress: Progress | None = None) -> Evaluation:
         try:
             import optuna
