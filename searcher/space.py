@@ -243,6 +243,25 @@ def layout_rows(problem: SearchProblem) -> list[dict[str, int | str]]:
     return rows
 
 
+def checked_layout_rows(problem: SearchProblem) -> list[dict[str, int | str]]:
+    """The layout rows, or one clear error saying which rule left none."""
+    rows = layout_rows(problem)
+    if rows:
+        return rows
+    spec = problem.model
+    pinned = ", ".join(
+        f"--{k} {problem.pins[k]}" for k in ("tp", "pp", "micro_batch", "gpus") if k in problem.pins
+    )
+    raise FitplanError(
+        f"no parallel layout of up to {problem.max_gpus} GPU(s) meets the rules"
+        + (f" with {pinned}" if pinned else "")
+        + f": data-parallel degree must divide the target batch {problem.target_batch}, tensor "
+        f"parallel must divide the {spec.heads} heads and fit a node of {problem.gpus_per_node}, "
+        f"pipeline parallel must divide the {spec.layers} layers",
+        "change the pins, --gpus or --target-batch",
+    )
+
+
 def pair_ok(
     opt_in_bwd: Any, eight_bit: Any, grad_accum: Any, gpus: Any, zero: Any, offload_code: Any
 ) -> Any:
@@ -269,13 +288,7 @@ def grid(problem: SearchProblem) -> ConfigBatch:
     recipe becomes bytes) and then repeated across the layout rows.
     """
     statics = static_variants(problem)
-    rows = layout_rows(problem)
-    if not rows:
-        raise FitplanError(
-            f"no data-parallel layout of up to {problem.max_gpus} GPU(s) divides the target batch "
-            f"{problem.target_batch}",
-            "choose a --target-batch divisible by the number of data-parallel GPUs",
-        )
+    rows = checked_layout_rows(problem)
     static_cols: list[dict[str, float]] = []
     for st in statics:
         probe = TrainConfig(**{**st, "micro_batch": 1, "seq_len": problem.seq_len})

@@ -22,7 +22,7 @@ import numpy as np
 from constraints.config import ConfigBatch, TrainConfig
 from constraints.errors import FitplanError
 from searcher.evaluate import Evaluation, evaluate
-from searcher.space import SearchProblem, grid, layout_rows, pair_ok, static_variants
+from searcher.space import SearchProblem, checked_layout_rows, grid, pair_ok, static_variants
 
 Progress = Callable[[int, int], None]
 
@@ -103,11 +103,7 @@ class OptunaStrategy:
             raise FitplanError("the optuna strategy needs optuna", "pip install optuna") from err
         optuna.logging.set_verbosity(optuna.logging.WARNING)
         statics = static_variants(problem)
-        rows = layout_rows(problem)
-        if not rows:
-            raise FitplanError(
-                f"no data-parallel layout divides the target batch {problem.target_batch}"
-            )
+        rows = checked_layout_rows(problem)
         static_keys = _knob_choices(statics)
         sampler = optuna.samplers.NSGAIISampler(population_size=self.population, seed=self.seed)
         try:

@@ -158,7 +158,7 @@ def test_search_without_a_model_prints_an_example() -> None:
         (["search", "--model", "gpt2", "--gpu", "a100-90gb"], "unknown GPU"),
         (["search", "--model", "gpt2", "--strategy", "annealing"], "unknown strategy"),
         (["search", "--model", "gpt2", "--strategy", "optuna", "--trials", "0"], "trials"),
-        (["search", "--model", "gpt2", "--gpus", "1", "--tp", "2"], "divides"),
+        (["search", "--model", "gpt2", "--gpus", "1", "--tp", "2"], "no parallel layout"),
         (["search", "--model", "gpt2", "--cpu-ram", "lots"], "size"),
         (["search", "--model", "gpt2", "--tokens", "-1"], "tokens"),
         (["search", "--model", "gpt2", "--rank", "8", "--method", "full"], "LoRA"),
