@@ -25,7 +25,6 @@ the memory model is plain numpy arithmetic over millions of candidate configurat
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import cache
 from typing import Literal
@@ -712,7 +711,6 @@ class ActivationCoefficients:
     tp_s2: dict[DKind, float]
     layer_per_token: dict[DKind, float]
     layer_s2: dict[DKind, float]
-    layer_input_residual: float
     layers: int
     lora_rank_elems: float = 0.0
     lora_copy_elems: float = 0.0
@@ -821,7 +819,6 @@ def activation_coefficients(
         tp_s2=tp_s2,
         layer_per_token=layer_pt,
         layer_s2=layer_s2,
-        layer_input_residual=float(spec.hidden),
         layers=spec.total_layers,
         lora_rank_elems=rank_elems,
         lora_copy_elems=copy_elems,
@@ -922,7 +919,3 @@ def _block_of(spec: ModelSpec, key: str, block: str) -> bool:
         if g.is_linear and _group_key(spec, g) == key:
             return g.block == block or (not g.block and block == next(iter(inv.blocks), ""))
     return False
-
-
-def summarize(lines: Iterable[tuple[str, float, str, bool]]) -> list[tuple[str, float, str, bool]]:
-    return sorted(lines, key=lambda x: -x[1])

@@ -70,7 +70,3 @@ LOSS_GRAD_BYTES_PER_VOCAB = 2.0
 #: Fused linear CE keeps grad_input (tokens × hidden, compute dtype) and one chunk of fp32
 #: logits of about tokens × hidden elements (Liger: chunk_size = next_pow2(BT / ceil(V/H))).
 FUSED_CE_CHUNK_FP32_PER_HIDDEN = 1.0
-
-#: bitsandbytes paged optimizers page in blocks only for tensors of ≥ 1e5 elements (get_paged);
-#: smaller states stay on the device. Not modelled separately: they are ~0.
-PAGED_MIN_ELEMENTS = 100_000

@@ -19,8 +19,6 @@ from constraints.units import looks_like_size, parse_size
 
 DATA_DIR = Path(__file__).parent / "data"
 
-PRECISIONS = ("fp32", "tf32", "bf16", "fp16", "fp8")
-
 
 class GpuSpec(BaseModel):
     """One accelerator. Bandwidths in GB/s (1e9 bytes/s) per direction; compute in dense TFLOPS."""

@@ -95,10 +95,6 @@ class ParamInventory:
         """Embeddings, head, final norms: the FSDP root unit."""
         return self.total_of(g for g in self.groups if not g.block)
 
-    @property
-    def small_tensor_elements(self) -> int:
-        return 0
-
     def active(self, experts_per_token: int, num_experts: int) -> int:
         """Parameters one token passes through (routed experts scaled by k/E)."""
         dense = self.total_of(g for g in self.groups if g.role != "expert")
@@ -611,9 +607,3 @@ def lora_params(spec: ModelSpec, rank: int, targets: str) -> int:
     """Trainable LoRA parameters: Σ over targeted linears of r·(d_in + d_out) (A: r×d_in, B: d_out×r)."""
     inv = inventory(spec)
     return sum(rank * (g.d_in + g.d_out) * inv.count(g) for g in lora_target_groups(spec, targets))
-
-
-def lora_dim_sum(spec: ModelSpec, targets: str) -> int:
-    """Σ (d_in + d_out) × count over the targeted linears: LoRA params per unit of rank."""
-    inv = inventory(spec)
-    return sum((g.d_in + g.d_out) * inv.count(g) for g in lora_target_groups(spec, targets))

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from constraints.errors import FitplanError, unknown_name
+from constraints.errors import unknown_name
 
 #: Storage bytes per element. int4 is the idealised 4-bit store (no scales) the source documents
 #: use ("7e9 × 0.5 bytes ≈ 3.5 GB"); real NF4 adds its block constants (see QUANTS).
@@ -262,10 +262,3 @@ def quant(name: str) -> Quant:
     if key not in QUANTS:
         raise unknown_name("quantisation", name, QUANTS, "fitplan explain --help")
     return QUANTS[key]
-
-
-def check_dtype_choice(flag: str, value: str, allowed: tuple[str, ...]) -> str:
-    v = value.strip().lower()
-    if v not in allowed:
-        raise FitplanError(f"{flag} {value} is not one of {', '.join(allowed)}")
-    return v

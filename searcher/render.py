@@ -10,7 +10,7 @@ from rich.console import Console
 from rich.table import Table
 
 from constraints.breakdown import Explanation, MemoryBreakdown
-from constraints.memory import PART_DOC, TERMS
+from constraints.memory import TERMS
 from constraints.units import GB, GiB, fmt_bytes, fmt_count
 
 
@@ -193,10 +193,6 @@ def print_explanation(e: Explanation, out: Console | None = None) -> None:
             )
     for note in e.notes:
         out.print(f"[dim]note: {note}[/]")
-
-
-def part_doc(name: str) -> str:
-    return PART_DOC.get(name, name)
 
 
 @contextmanager

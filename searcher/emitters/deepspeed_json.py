@@ -184,7 +184,3 @@ def deepspeed_config(plan: Plan, fmt: str, *, lr: float) -> dict[str, Any]:
         if cfg.offload != "none":
             ds["zero_force_ds_cpu_optimizer"] = False
     return ds
-
-
-def uses_client_optimizer(plan: Plan) -> bool:
-    return plan.config.optimizer.lower() not in DS_OPTIMIZERS
