@@ -248,6 +248,18 @@ _LEVERS: list[tuple[str, str, str, _LeverFn]] = [
     ),
     (
         "weights",
+        "double-quantise the NF4 constants (4.127 instead of 4.5 bits per weight)",
+        "--quant nf4-dq",
+        lambda c: _upd(c, quant="nf4-dq") if c.quant == "nf4" else None,
+    ),
+    (
+        "weights",
+        "split the layers over GPUs (tensor parallel 2)",
+        "--tp 2",
+        lambda c: _upd(c, tp=c.tp * 2) if c.dp % 2 == 0 and c.dp > 1 else None,
+    ),
+    (
+        "weights",
         "shard the weights too (ZeRO-3 / FSDP full shard)",
         "--zero 3",
         lambda c: _upd(c, zero=3) if c.zero < 3 and c.dp > 1 else None,

@@ -181,10 +181,20 @@ def print_explanation(e: Explanation, out: Console | None = None) -> None:
             out.print(
                 f"[red]does not fit[/]: needs {fmt_bytes(v.needed)}, {fmt_bytes(-v.margin)} over"
             )
+    largest = max(TERMS, key=b.term)
+    share = 100 * b.term(largest) / max(b.total, 1)
+    out.print(
+        f"largest term: [bold]{largest}[/] ({fmt_bytes(b.term(largest))}, {share:.0f} % of the peak)"
+    )
     if e.levers:
         top = e.levers[0]
+        aim = (
+            ""
+            if top.term == largest
+            else f"no lever shrinks the {largest} here; for the {top.term}: "
+        )
         out.print(
-            f"largest term: [bold]{top.term}[/] → lever: {top.change} ({top.flags}) saves "
+            f"  lever: {aim}{top.change} ({top.flags}) saves "
             f"{fmt_bytes(top.saves)}{', then it fits' if top.fits and not v.fits else ''}"
         )
         for lv in e.levers[1:4]:
