@@ -45,6 +45,7 @@ def explanation_json(e: Explanation) -> dict[str, Any]:
         "config": e.config.model_dump(),
         "memory_bytes": breakdown_json(e.breakdown),
         "peak_phase": e.breakdown.phase,
+        "largest_term": max(TERMS, key=e.breakdown.term),
         "gpu": {
             "id": e.gpu.id,
             "name": e.gpu.name,
