@@ -283,6 +283,13 @@ def main(argv=None):
         for entry in trainer.state.log_history:
             if "loss" in entry:
                 print(f"fitplan: step {entry['step']} loss {entry['loss']:.6f}", flush=True)
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        # tear the process group down before exit: left to the interpreter's shutdown, the
+        # backend's threads can abort the process ("terminate called without an active exception")
+        dist.barrier()
+        dist.destroy_process_group()
     return 0
 
 
