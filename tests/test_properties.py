@@ -27,7 +27,9 @@ MODELS = [
     "falcon-7b",
 ]
 GPU = resolve_gpu("h100-sxm")
-SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(
+    max_examples=60, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow]
+)
 
 
 @st.composite
