@@ -302,6 +302,18 @@ def load_file(path: str | Path) -> ScenarioFile:
         raise
 
 
+def case_result(
+    path: str | Path, name: str, source: str, note: str, checks: Callable[[], list[Check]]
+) -> CaseResult:
+    """One case's result: its checks, or the one-line error that stopped them."""
+    try:
+        return CaseResult(file=str(path), case=name, source=source, note=note, checks=checks())
+    except FitplanError as err:
+        return CaseResult(
+            file=str(path), case=name, source=source, note=note, checks=[], error=str(err)
+        )
+
+
 def run_file(path: str | Path) -> list[CaseResult]:
     from searcher.fleet.scenario import is_fleet_file, run_fleet_file
 
@@ -315,29 +327,12 @@ def run_file(path: str | Path) -> list[CaseResult]:
                 f"{path}: case '{case.name}': unknown kind '{case.kind}'",
                 f"known: {', '.join(KINDS)}",
             )
-        try:
+
+        def checks(case: Case = case) -> list[Check]:
             metrics = KINDS[case.kind](case)
-            checks = [_check(m, exp, _lookup(metrics, m)) for m, exp in case.expect.items()]
-            results.append(
-                CaseResult(
-                    file=str(path),
-                    case=case.name,
-                    source=case.source,
-                    note=case.note,
-                    checks=checks,
-                )
-            )
-        except FitplanError as err:
-            results.append(
-                CaseResult(
-                    file=str(path),
-                    case=case.name,
-                    source=case.source,
-                    note=case.note,
-                    checks=[],
-                    error=str(err),
-                )
-            )
+            return [_check(m, exp, _lookup(metrics, m)) for m, exp in case.expect.items()]
+
+        results.append(case_result(path, case.name, case.source, case.note, checks))
     return results
 
 

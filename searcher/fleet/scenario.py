@@ -22,13 +22,14 @@ for the fleet: ``total_usd``, ``placed_count``, ``unplaced``, ``makespan_hours``
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from constraints.errors import FitplanError
-from searcher.scenarios import CaseResult, Check
+from searcher.scenarios import CaseResult, Check, case_result
 
 
 class FleetExpect(BaseModel):
@@ -144,22 +145,8 @@ def run_fleet_file(path: str | Path) -> list[CaseResult]:
         ]
     if not cases:
         return [CaseResult(file=str(path), case="plan", source="", note="", checks=[])]
-    results = []
-    for c in cases:
-        try:
-            checks = [check_metric(k, v, metrics) for k, v in c.checks.items()]
-            results.append(
-                CaseResult(file=str(path), case=c.name, source=c.source, note=c.note, checks=checks)
-            )
-        except FitplanError as err:
-            results.append(
-                CaseResult(
-                    file=str(path),
-                    case=c.name,
-                    source=c.source,
-                    note=c.note,
-                    checks=[],
-                    error=str(err),
-                )
-            )
-    return results
+
+    def checks_of(c: FleetExpect) -> Callable[[], list[Check]]:
+        return lambda: [check_metric(k, v, metrics) for k, v in c.checks.items()]
+
+    return [case_result(path, c.name, c.source, c.note, checks_of(c)) for c in cases]
