@@ -27,9 +27,9 @@ def main() -> None:
     from constraints.memory import memory_arrays
     from constraints.models import resolve_model
     from constraints.throughput import throughput_arrays
-    from searcher.search import run_search
-    from searcher.space import SearchProblem, grid
-    from searcher.strategies import ExhaustiveStrategy
+    from searcher.search.run import run_search
+    from searcher.search.space import SearchProblem, grid
+    from searcher.search.strategies import ExhaustiveStrategy
 
     problem = SearchProblem(
         model=resolve_model("llama-3.1-8b"),

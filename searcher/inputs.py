@@ -158,3 +158,60 @@ def parallel_layout(gpus: int | None, tp: int, pp: int) -> int:
     if gpus % (tp * pp):
         raise FitplanError(f"--gpus {gpus} is not a multiple of --tp {tp} × --pp {pp}")
     return gpus // (tp * pp)
+
+
+def explain_config(args: argparse.Namespace):
+    from constraints.config import TrainConfig
+
+    spec = model_from_args(args)
+    gpu = gpu_from_args(args)
+    headroom = headroom_from_args(args)
+    fields, notes = config_fields_from_args(args, spec, gpu)
+    fields.setdefault("seq_len", default_seq_len(spec))
+    check_seq_len(spec, fields["seq_len"], args.allow_long_seq)
+    tp, pp = fields.get("tp", 1), fields.get("pp", 1)
+    fields["dp"] = parallel_layout(args.gpus, tp, pp)
+    if (
+        spec.arch == "raw"
+        and fields.get("method") in ("lora", "qlora")
+        and spec.raw_trainable_params is None
+    ):
+        raise FitplanError("with --params, LoRA needs --trainable-params (the adapter size)")
+    cfg = TrainConfig(**fields)
+    return spec, gpu, cfg, headroom, notes
+
+
+def search_problem(args: argparse.Namespace, spec=None, gpu=None):
+    """A SearchProblem from the search arguments (shared by search and launch)."""
+    from constraints.units import parse_size
+    from searcher.search.space import DEFAULT_CPU_RAM_PER_NODE, SearchProblem
+
+    spec = spec or model_from_args(args)
+    gpu = gpu or gpu_from_args(args)
+    pins, _notes = config_fields_from_args(args, spec, gpu)
+    pins.pop("seq_len", None)
+    seq_len = args.seq_len or default_seq_len(spec)
+    check_seq_len(spec, seq_len, getattr(args, "allow_long_seq", False))
+    gpus = args.gpus if args.gpus is not None else 1
+    if gpus < 1:
+        raise FitplanError(f"--gpus must be at least 1, got {gpus}")
+    max_gpus = gpus
+    if getattr(args, "max_gpus", None) is not None:
+        if args.max_gpus < 1:
+            raise FitplanError(f"--max-gpus must be at least 1, got {args.max_gpus}")
+        max_gpus = min(gpus, args.max_gpus) if args.gpus is not None else args.max_gpus
+    if args.target_batch is None or args.target_batch < 1:
+        raise FitplanError(f"--target-batch must be at least 1 sequence, got {args.target_batch}")
+    if getattr(args, "gpus_per_node", 8) < 1:
+        raise FitplanError("--gpus-per-node must be at least 1")
+    return SearchProblem(
+        model=spec,
+        gpu=gpu,
+        max_gpus=max_gpus,
+        target_batch=args.target_batch,
+        seq_len=seq_len,
+        headroom=headroom_from_args(args),
+        cpu_ram_per_node=parse_size(args.cpu_ram) if args.cpu_ram else DEFAULT_CPU_RAM_PER_NODE,
+        gpus_per_node=getattr(args, "gpus_per_node", 8),
+        pins=pins,
+    )

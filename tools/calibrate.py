@@ -44,7 +44,7 @@ sys.path.insert(0, str(REPO))
 from constraints import constants as C  # noqa: E402
 from constraints import throughput as T  # noqa: E402
 from constraints.units import GiB, MiB  # noqa: E402
-from searcher import accuracy as A  # noqa: E402
+from searcher.truth import accuracy as A  # noqa: E402
 
 CHUNKED = 'LOSS_BYTES_PER_VOCAB["chunked"]'
 

@@ -9,16 +9,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
-from constraints.config import TrainConfig
-from constraints.errors import FitplanError
-
-if TYPE_CHECKING:
-    from searcher.emitters.plan import Plan
-
-#: the knobs every emitter must account for: the fields of TrainConfig
-KNOB_NAMES: tuple[str, ...] = tuple(TrainConfig.model_fields)
+from searcher.emitters.knobs import KNOB_NAMES, refuse
+from searcher.emitters.plan import Plan
 
 
 @dataclass(frozen=True)
@@ -72,8 +66,4 @@ class Emitter(Protocol):
     def emit(self, plan: Plan, options: EmitOptions) -> Emission: ...
 
 
-def refuse(
-    fmt: str, knob: str, value: object, reason: str, hint: str | None = None
-) -> FitplanError:
-    """The one-line refusal: which knob, which value, why the format cannot express it."""
-    return FitplanError(f"--emit {fmt} cannot express {knob}={value}: {reason}", hint)
+__all__ = ["KNOB_NAMES", "Emission", "EmitOptions", "EmittedFile", "Emitter", "Plan", "refuse"]

@@ -11,7 +11,7 @@ from constraints.errors import FitplanError
 if TYPE_CHECKING:
     from searcher.emitters.base import Emission, EmitOptions
     from searcher.emitters.plan import Plan
-    from searcher.search import SearchResult
+    from searcher.search.run import SearchResult
 
 
 def check_emit_args(args: argparse.Namespace) -> None:
@@ -93,7 +93,7 @@ def _expressible(result: SearchResult, args: argparse.Namespace, limit: int = 3)
 
 def _plan_of(result: SearchResult, index: int, args: argparse.Namespace) -> Plan:
     from searcher.emitters.plan import make_plan, model_ref_for
-    from searcher.search import member_json
+    from searcher.search.views import member_json
 
     problem = result.problem
     member = result.front[index]

@@ -355,7 +355,7 @@ def render_train_py(
     """The script. ``sharding_in_script``: TrainingArguments carries deepspeed=/fsdp= (False when
     an accelerate config file does it)."""
     from searcher.emitters.hf_template import BODY
-    from searcher.search import knobs_brief
+    from searcher.search.briefs import knobs_brief
 
     cfg = plan.config
     prec = s.precision

@@ -18,7 +18,7 @@ from constraints.config import TrainConfig
 from constraints.errors import FitplanError
 from constraints.models import ModelSpec, catalog_entry, resolve_model
 from constraints.precision import FLOAT_DTYPES
-from searcher.emitters.base import KNOB_NAMES
+from searcher.emitters.knobs import KNOB_NAMES
 
 PLAN_HINT = "write one with `fitplan search … --json` (one member of its front) or pass that output with --pick N"
 
@@ -268,7 +268,7 @@ class Precision:
 
 def precision(plan: Plan, fmt: str) -> Precision:
     from constraints.precision import recipe, with_compute
-    from searcher.emitters.base import refuse
+    from searcher.emitters.knobs import refuse
 
     cfg = plan.config
     r = recipe(cfg.recipe)

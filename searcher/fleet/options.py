@@ -18,9 +18,10 @@ import numpy as np
 
 from constraints.errors import FitplanError
 from searcher.fleet.schema import Job, Pool
-from searcher.search import FAMILY_NAMES, FrontMember, knobs_brief, member_at, run_search
-from searcher.space import SearchProblem
-from searcher.strategies import ExhaustiveStrategy
+from searcher.search.briefs import knobs_brief
+from searcher.search.run import FAMILY_NAMES, FrontMember, member_at, run_search
+from searcher.search.space import SearchProblem
+from searcher.search.strategies import ExhaustiveStrategy
 
 
 @dataclass(frozen=True)

@@ -138,7 +138,7 @@ def _why_unplaced(
 
 
 def option_json(o: Option, job: Job) -> dict[str, Any]:
-    from searcher.render import breakdown_json
+    from searcher.search.views import breakdown_json
 
     cfg = o.member.config
     return {

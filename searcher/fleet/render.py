@@ -8,7 +8,8 @@ from rich.table import Table
 from constraints.units import GiB
 from searcher.fleet.options import Option, duration, money
 from searcher.fleet.plan import FleetPlan
-from searcher.search import FAMILY_NAMES, knobs_brief
+from searcher.search.briefs import knobs_brief
+from searcher.search.run import FAMILY_NAMES
 
 METHOD_SHORT = {"full": "full", "lora": "LoRA", "qlora": "QLoRA"}
 
@@ -28,7 +29,7 @@ def cell_text(o: Option) -> str:
 
 
 def print_plan(plan: FleetPlan, out: Console | None = None) -> None:
-    from searcher.render import console
+    from searcher.terminal import console
 
     out = out or console()
     f = plan.fleet

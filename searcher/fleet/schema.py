@@ -24,7 +24,7 @@
         pools: [h100]              # optional: only these pools
 
 A file may also hold ``title``, ``source``, ``notes`` and ``expect`` (checks run by
-``fitplan scenario run``; see :mod:`searcher.fleet.scenario`).
+``fitplan scenario run``; see :mod:`searcher.scenarios.fleet`).
 
 Every error is one line: ``fleet.yaml:12: jobs[1].target_batch: must be ≥ 1 (got -4)``.
 """
@@ -45,7 +45,7 @@ from constraints.errors import FitplanError
 from constraints.gpus import GpuSpec
 from constraints.models import ModelSpec
 from constraints.throughput import DEFAULT_INTER_NODE_GB_S
-from searcher.space import DEFAULT_CPU_RAM_PER_NODE
+from searcher.search.space import DEFAULT_CPU_RAM_PER_NODE
 
 _TOKEN_SUFFIX = {"k": 1e3, "m": 1e6, "b": 1e9, "g": 1e9, "t": 1e12}
 _TOKENS_RE = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:e[+-]?[0-9]+)?)\s*([kmbgt]?)\s*$", re.IGNORECASE)

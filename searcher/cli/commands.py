@@ -1,0 +1,209 @@
+"""Command handlers: each parses nothing, wires the pieces, renders, and returns an exit code."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from constraints.errors import FitplanError
+
+
+def _dump(obj: object) -> None:
+    sys.stdout.write(json.dumps(obj, indent=2, default=str) + "\n")
+
+
+def cmd_explain(args: argparse.Namespace) -> int:
+    from constraints.breakdown import explain
+    from searcher.cli.render import print_explanation
+    from searcher.inputs import explain_config
+    from searcher.search.views import explanation_json
+
+    spec, gpu, cfg, headroom, notes = explain_config(args)
+    e = explain(spec, cfg, gpu, headroom)
+    if notes:
+        e = e.model_copy(update={"notes": (*notes, *e.notes)})
+    if args.json:
+        _dump(explanation_json(e))
+    else:
+        print_explanation(e)
+    return 0 if e.verdict.fits else 1
+
+
+def cmd_models(args: argparse.Namespace) -> int:
+    from constraints.models import catalog_ids, catalog_model
+    from constraints.params import inventory
+    from constraints.units import fmt_count
+
+    rows: list[dict[str, Any]] = []
+    for model_id in catalog_ids():
+        spec = catalog_model(model_id)
+        rows.append(
+            {
+                "id": model_id,
+                "name": spec.name,
+                "family": spec.family,
+                "params": inventory(spec).total,
+                "layers": spec.total_layers,
+                "hidden": spec.hidden,
+                "context": spec.max_position,
+            }
+        )
+    if args.json:
+        _dump(rows)
+        return 0
+    from rich.table import Table
+
+    from searcher.terminal import console
+
+    table = Table(title="model catalog (fitplan explain --model ID)", title_justify="left")
+    for col in ("id", "name", "family", "parameters", "layers", "hidden", "context"):
+        table.add_column(
+            col, justify="right" if col in ("parameters", "layers", "hidden", "context") else "left"
+        )
+    for r in rows:
+        table.add_row(
+            r["id"],
+            r["name"],
+            r["family"],
+            fmt_count(r["params"]),
+            str(r["layers"]),
+            str(r["hidden"]),
+            str(r["context"] or "—"),
+        )
+    console().print(table)
+    return 0
+
+
+def cmd_gpus(args: argparse.Namespace) -> int:
+    from constraints.gpus import gpu_catalog
+    from constraints.units import GiB
+
+    catalog = gpu_catalog()
+    if args.json:
+        _dump([g.model_dump() for g in catalog.values()])
+        return 0
+    from rich.table import Table
+
+    from searcher.terminal import console
+
+    table = Table(
+        title="GPU catalog (fitplan explain --gpu ID, or --gpu 24GiB)", title_justify="left"
+    )
+    for col in (
+        "id",
+        "name",
+        "memory (GiB)",
+        "bf16 TFLOPS",
+        "HBM GB/s",
+        "link GB/s",
+        "bf16",
+        "fp8",
+        "flash",
+        "$/h",
+    ):
+        table.add_column(col, justify="left" if col in ("id", "name") else "right")
+    for g in catalog.values():
+        table.add_row(
+            g.id,
+            g.name,
+            f"{g.memory_bytes / GiB:.2f}",
+            f"{g.bf16_tflops or g.fp16_tflops:g}",
+            f"{g.bandwidth_gb_s:g}",
+            f"{g.interconnect_gb_s:g}",
+            "yes" if g.supports_bf16 else "no",
+            "yes" if g.supports_fp8 else "no",
+            "yes" if g.supports_flash_attention else "no",
+            f"{g.usd_per_gpu_hour:.2f}" if g.usd_per_gpu_hour else "—",
+        )
+    console().print(table)
+    return 0
+
+
+def cmd_scenario_run(args: argparse.Namespace) -> int:
+    from searcher.scenarios.runner import print_results, run_files
+
+    results = run_files(args.files)
+    if args.json:
+        _dump([r.model_dump() for r in results])
+    else:
+        print_results(results)
+    return 0 if all(r.ok for r in results) else 1
+
+
+def run_cli_search(args: argparse.Namespace):
+    from searcher.inputs import search_problem
+    from searcher.search.run import run_search
+    from searcher.search.strategies import make_strategy
+    from searcher.terminal import progress_reporter
+
+    problem = search_problem(args)
+    strategy = make_strategy(
+        args.strategy, trials=args.trials, seed=args.seed, storage=args.storage
+    )
+    with progress_reporter("searching") as progress:
+        return run_search(problem, strategy, progress, rank_by=args.rank_by)
+
+
+def cmd_search(args: argparse.Namespace) -> int:
+    from searcher.cli.render import print_search, write_front_csv
+    from searcher.search.views import result_json
+
+    if not args.model and args.params is None:
+        from searcher.cli.main import EXAMPLES
+
+        sys.stderr.write("fitplan search needs a model. For example:\n" + EXAMPLES)
+        return 2
+    if args.tokens is not None and args.tokens <= 0:
+        raise FitplanError(f"--tokens must be positive, got {args.tokens}")
+    if args.top is not None and args.top < 1:
+        raise FitplanError(f"--top must be at least 1, got {args.top}")
+    if args.emit or args.out or args.pick is not None:
+        from searcher.emitters.commands import check_emit_args
+
+        check_emit_args(args)
+    result = run_cli_search(args)
+    if args.csv:
+        write_front_csv(result, args.csv, args.tokens)
+    if args.json:
+        _dump(result_json(result, args.tokens))
+    else:
+        print_search(result, args.top, args.tokens)
+    if args.emit:
+        from searcher.emitters.commands import emit_from_search
+
+        return emit_from_search(args, result)
+    return 0 if result.front else 1
+
+
+def cmd_fits(args: argparse.Namespace) -> int:
+    from constraints.models import catalog_ids, resolve_model
+    from constraints.units import parse_size
+    from searcher.cli.fits import fits_table
+    from searcher.cli.render import print_fits
+    from searcher.inputs import gpu_from_args, headroom_from_args
+    from searcher.terminal import progress_reporter
+
+    gpu = gpu_from_args(args)
+    if args.seq_len is None or args.seq_len < 1:
+        raise FitplanError(f"--seq-len must be positive, got {args.seq_len}")
+    if args.target_batch < 1:
+        raise FitplanError(f"--target-batch must be at least 1, got {args.target_batch}")
+    specs = [resolve_model(m) for m in (args.models or catalog_ids())]
+    with progress_reporter("checking models") as progress:
+        rows = fits_table(
+            specs,
+            gpu,
+            seq_len=args.seq_len,
+            target_batch=args.target_batch,
+            gpus=args.gpus or 1,
+            headroom=headroom_from_args(args),
+            cpu_ram=parse_size(args.cpu_ram) if args.cpu_ram else None,
+            progress=progress,
+        )
+    if args.json:
+        _dump([r.model_dump() for r in rows])
+    else:
+        print_fits(rows, gpu, args.seq_len)
+    return 0

@@ -1,0 +1,168 @@
+"""'What fits on my card': for each model, the best inference, QLoRA, LoRA and full fine-tune."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+from pydantic import BaseModel
+
+from constraints.breakdown import usable_bytes
+from constraints.config import CODE
+from constraints.constants import DEFAULT_HEADROOM
+from constraints.errors import FitplanError
+from constraints.gpus import GpuSpec
+from constraints.inference import inference_memory
+from constraints.models import ModelSpec
+from constraints.params import total_params
+from constraints.units import GiB
+from searcher.search.briefs import knobs_brief
+from searcher.search.run import run_search
+from searcher.search.space import DEFAULT_CPU_RAM_PER_NODE, SearchProblem
+from searcher.search.strategies import ExhaustiveStrategy, Progress
+
+FAMILIES = ("qlora", "lora", "full")
+
+
+class FitsCell(BaseModel):
+    ok: bool
+    summary: str
+    needed_bytes: int | None = None
+    tokens_per_s: float | None = None
+    config: dict[str, object] | None = None
+
+
+class FitsRow(BaseModel):
+    model: str
+    name: str
+    params: int
+    seq_len: int
+    inference: FitsCell
+    qlora: FitsCell
+    lora: FitsCell
+    full: FitsCell
+
+
+def _inference_cell(spec: ModelSpec, gpu: GpuSpec, seq_len: int, headroom: float) -> FitsCell:
+    usable, _, _ = usable_bytes(gpu, headroom)
+    half = "bf16" if gpu.supports_bf16 or gpu.custom else "fp16"
+    best = None
+    for label, kw in (
+        (half, {"weight_dtype": half}),
+        ("int8", {"quant": "int8", "weight_dtype": half}),
+        ("nf4", {"quant": "nf4", "weight_dtype": half}),
+    ):
+        b = inference_memory(spec, gpu, batch=1, context=seq_len, **kw)  # type: ignore[arg-type]
+        needed = b.total - b.cuda_context
+        if best is None or needed < best[1]:
+            best = (label, needed)
+        if needed <= usable:
+            return FitsCell(
+                ok=True,
+                summary=f"{label}, {needed / GiB:.1f} GiB (KV {b.kv_cache / GiB:.2f} GiB at {seq_len} tokens)",
+                needed_bytes=needed,
+                config={"weights": label, "context": seq_len},
+            )
+    assert best is not None
+    return FitsCell(
+        ok=False,
+        summary=f"needs {best[1] / GiB:.1f} GiB at best ({best[0]}); {usable / GiB:.1f} GiB usable",
+        needed_bytes=best[1],
+    )
+
+
+def fits_row(
+    spec: ModelSpec,
+    gpu: GpuSpec,
+    *,
+    seq_len: int = 2048,
+    target_batch: int = 8,
+    gpus: int = 1,
+    headroom: float = DEFAULT_HEADROOM,
+    cpu_ram: int | None = None,
+) -> FitsRow:
+    seq = min(seq_len, spec.max_position) if spec.max_position else seq_len
+    problem = SearchProblem(
+        model=spec,
+        gpu=gpu,
+        max_gpus=gpus,
+        target_batch=target_batch,
+        seq_len=seq,
+        headroom=headroom,
+        cpu_ram_per_node=cpu_ram or DEFAULT_CPU_RAM_PER_NODE,
+    )
+    cells: dict[str, FitsCell] = {}
+    try:
+        result = run_search(problem, ExhaustiveStrategy(), keep_evaluation=True)
+    except FitplanError as err:
+        empty = FitsCell(ok=False, summary=str(err))
+        return FitsRow(
+            model=spec.id,
+            name=spec.name,
+            params=total_params(spec),
+            seq_len=seq,
+            inference=_inference_cell(spec, gpu, seq, headroom),
+            qlora=empty,
+            lora=empty,
+            full=empty,
+        )
+    ev = result.evaluation
+    assert ev is not None
+    rejected = {r.family: r.reason for r in result.rejected}
+    for family in FAMILIES:
+        sel = ev.feasible & (ev.batch.method == CODE["method"][family])
+        if not sel.any():
+            reason = rejected.get(family, "not searched")
+            cells[family] = FitsCell(ok=False, summary=reason.split(": ", 1)[-1])
+            continue
+        idx = np.flatnonzero(sel)
+        speed = np.nan_to_num(ev.throughput["tokens_per_s"][idx], nan=0.0)
+        # the fastest; on a custom card (no compute figures) the highest fidelity, least memory
+        i = int(idx[np.lexsort((ev.needed[idx], -ev.fidelity[idx], -speed))[0]])
+        cfg = ev.batch.config(i)
+        tps = float(ev.throughput["tokens_per_s"][i])
+        rate = "" if np.isnan(tps) else f", {tps:,.0f} tok/s"
+        cells[family] = FitsCell(
+            ok=True,
+            summary=f"{knobs_brief(cfg)}; {ev.needed[i] / GiB:.1f} GiB{rate}",
+            needed_bytes=round(float(ev.needed[i])),
+            tokens_per_s=None if np.isnan(tps) else tps,
+            config=cfg.model_dump(),
+        )
+    return FitsRow(
+        model=spec.id,
+        name=spec.name,
+        params=total_params(spec),
+        seq_len=seq,
+        inference=_inference_cell(spec, gpu, seq, headroom),
+        **cells,
+    )
+
+
+def fits_table(
+    specs: Sequence[ModelSpec],
+    gpu: GpuSpec,
+    *,
+    seq_len: int = 2048,
+    target_batch: int = 8,
+    gpus: int = 1,
+    headroom: float = DEFAULT_HEADROOM,
+    cpu_ram: int | None = None,
+    progress: Progress | None = None,
+) -> list[FitsRow]:
+    rows = []
+    for k, spec in enumerate(specs):
+        rows.append(
+            fits_row(
+                spec,
+                gpu,
+                seq_len=seq_len,
+                target_batch=target_batch,
+                gpus=gpus,
+                headroom=headroom,
+                cpu_ram=cpu_ram,
+            )
+        )
+        if progress:
+            progress(k + 1, len(specs))
+    return rows

@@ -1,0 +1,1 @@
+"""Scenario files: worked examples with expected numbers, run as golden checks."""

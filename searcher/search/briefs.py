@@ -1,0 +1,61 @@
+"""One-line descriptions of a configuration: the knobs as a person reads them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from constraints.config import TrainConfig
+
+
+def config_brief(cfg: Any) -> str:
+    parts = [cfg.method]
+    if cfg.method != "full":
+        parts.append(f"r={cfg.lora_rank} {cfg.lora_targets}")
+    if cfg.quant != "none":
+        parts.append(cfg.quant)
+    parts += [
+        cfg.recipe,
+        cfg.optimizer,
+        f"mb={cfg.micro_batch}×{cfg.seq_len}",
+        f"accum={cfg.grad_accum}",
+    ]
+    if cfg.checkpointing != "none":
+        parts.append(f"ckpt={cfg.checkpointing}")
+    parts.append(cfg.attention)
+    if cfg.loss != "standard":
+        parts.append(f"{cfg.loss}-CE")
+    if cfg.zero:
+        parts.append(f"zero{cfg.zero}")
+    if cfg.offload != "none":
+        parts.append(f"offload={cfg.offload}")
+    if cfg.tp > 1 or cfg.pp > 1 or cfg.dp > 1:
+        parts.append(f"tp{cfg.tp}·pp{cfg.pp}·dp{cfg.dp}")
+    return " ".join(parts)
+
+
+def knobs_brief(cfg: TrainConfig) -> str:
+    parts = []
+    if cfg.zero:
+        parts.append(f"ZeRO-{cfg.zero}")
+    if cfg.offload != "none":
+        parts.append(f"{cfg.offload} offload")
+    if cfg.tp > 1 or cfg.pp > 1:
+        parts.append(f"tp{cfg.tp} pp{cfg.pp}")
+    parts.append(
+        {
+            "adamw": "AdamW",
+            "adamw-8bit": "8-bit AdamW",
+            "paged-adamw-8bit": "paged 8-bit AdamW",
+        }.get(cfg.optimizer, cfg.optimizer)
+    )
+    if cfg.method != "full":
+        parts.append(f"r={cfg.lora_rank}")
+    if cfg.quant != "none":
+        parts.append(cfg.quant)
+    parts.append(
+        f"{cfg.checkpointing} checkpointing" if cfg.checkpointing != "none" else "no checkpointing"
+    )
+    parts.append(f"micro-batch {cfg.micro_batch}")
+    if cfg.gpus > 1:
+        parts.append(f"{cfg.gpus} GPUs")
+    return ", ".join(parts)

@@ -1,0 +1,225 @@
+"""Search strategies behind one small interface, like optuna's samplers.
+
+A strategy turns a :class:`SearchProblem` into an :class:`Evaluation` of the configurations it
+chose to evaluate; :func:`searcher.search.run.run_search` takes the Pareto front of the feasible ones.
+A new strategy plugs in with :func:`register` and passes the shared contract tests
+(tests/test_strategies.py).
+
+- ``exhaustive``: every valid configuration, vectorised with numpy; exact. The default.
+- ``optuna``: NSGA-II (multi-objective, constrained, seeded) through optuna's ask/tell interface,
+  a population at a time evaluated as one numpy batch; ``storage`` (an optuna RDB URL such as
+  ``sqlite:///fitplan.db``) lets several processes or machines share one study.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, fields
+from typing import Any, Protocol
+
+import numpy as np
+
+from constraints.config import ConfigBatch, TrainConfig
+from constraints.errors import FitplanError
+from searcher.search.evaluate import Evaluation, evaluate
+from searcher.search.space import SearchProblem, checked_layout_rows, grid, pair_ok, static_variants
+
+Progress = Callable[[int, int], None]
+
+
+class Strategy(Protocol):
+    name: str
+
+    def run(self, problem: SearchProblem, progress: Progress | None = None) -> Evaluation: ...
+
+
+def concat(parts: list[Evaluation]) -> Evaluation:
+    """One Evaluation from several (e.g. chunks or optuna generations)."""
+    if len(parts) == 1:
+        return parts[0]
+    b0 = parts[0].batch
+    cols = {
+        f.name: np.concatenate([getattr(p.batch, f.name) for p in parts])
+        for f in fields(b0)
+        if f.name != "target_names"
+    }
+    batch = ConfigBatch(**cols, target_names=b0.target_names)
+    return Evaluation(
+        batch=batch,
+        memory={k: np.concatenate([p.memory[k] for p in parts]) for k in parts[0].memory},
+        needed=np.concatenate([p.needed for p in parts]),
+        usable=parts[0].usable,
+        hardware=np.concatenate([p.hardware for p in parts]),
+        cpu_ok=np.concatenate([p.cpu_ok for p in parts]),
+        fits=np.concatenate([p.fits for p in parts]),
+        throughput={
+            k: np.concatenate([p.throughput[k] for p in parts]) for k in parts[0].throughput
+        },
+        fidelity=np.concatenate([p.fidelity for p in parts]),
+    )
+
+
+@dataclass
+class ExhaustiveStrategy:
+    """Evaluate the whole grid, in chunks so that a progress bar can follow."""
+
+    chunk: int = 250_000
+    name: str = "exhaustive"
+
+    def run(self, problem: SearchProblem, progress: Progress | None = None) -> Evaluation:
+        batch = grid(problem)
+        n = len(batch)
+        parts = []
+        for start in range(0, n, self.chunk):
+            idx = np.arange(start, min(n, start + self.chunk))
+            parts.append(evaluate(problem, batch.take(idx)))
+            if progress:
+                progress(int(idx[-1]) + 1, n)
+        return concat(parts)
+
+
+@dataclass
+class OptunaStrategy:
+    """NSGA-II over the knobs. Objectives: cost, peak memory, −fidelity; constraint: memory
+    within usable, hardware rules, CPU RAM (optuna's convention: ≤ 0 is feasible)."""
+
+    trials: int = 2000
+    population: int = 64
+    seed: int = 0
+    storage: str | None = None
+    study_name: str = "fitplan"
+    name: str = "optuna"
+
+    def __post_init__(self) -> None:
+        if self.trials < 1:
+            raise FitplanError(f"--trials must be at least 1, got {self.trials}")
+        if self.population < 2:
+            raise FitplanError(f"the NSGA-II population must be at least 2, got {self.population}")
+
+    def run(self, problem: SearchProblem, progress: Progress | None = None) -> Evaluation:
+        try:
+            import optuna
+        except ImportError as err:  # pragma: no cover - optuna is a core dependency
+            raise FitplanError("the optuna strategy needs optuna", "pip install optuna") from err
+        optuna.logging.set_verbosity(optuna.logging.WARNING)
+        statics = static_variants(problem)
+        rows = checked_layout_rows(problem)
+        static_keys = _knob_choices(statics)
+        sampler = optuna.samplers.NSGAIISampler(population_size=self.population, seed=self.seed)
+        try:
+            study = optuna.create_study(
+                directions=["minimize", "minimize", "minimize"],
+                sampler=sampler,
+                storage=self.storage,
+                study_name=self.study_name,
+                load_if_exists=self.storage is not None,
+            )
+        except Exception as err:  # bad storage URL, unreachable database
+            raise FitplanError(f"cannot open the optuna storage {self.storage!r}: {err}") from None
+        parts: list[Evaluation] = []
+        done = 0
+        while done < self.trials:
+            n = min(self.population, self.trials - done)
+            trials = [study.ask() for _ in range(n)]
+            configs = [_suggest(t, statics, static_keys, rows, problem) for t in trials]
+            ev = evaluate(problem, ConfigBatch.from_configs(configs))
+            tput_all = _throughput_all(problem, ev)
+            objectives = ev.objectives()
+            objectives[:, 0] = tput_all
+            over = ev.needed - ev.usable
+            for i, trial in enumerate(trials):
+                trial.set_constraint("gpu_memory_over_gib", float(over[i]) / 2**30)
+                trial.set_constraint("hardware_rules_broken", float(ev.hardware[i] > 0))
+                trial.set_constraint("cpu_ram_over", float(not ev.cpu_ok[i]))
+                study.tell(trial, [float(x) for x in objectives[i]])
+            parts.append(ev)
+            done += n
+            if progress:
+                progress(done, self.trials)
+        return concat(parts)
+
+
+def _throughput_all(problem: SearchProblem, ev: Evaluation) -> np.ndarray:
+    """The cost objective for every trial (infeasible ones too: NSGA-II needs finite values)."""
+    from constraints.throughput import throughput_arrays
+
+    t = throughput_arrays(
+        problem.model,
+        ev.batch,
+        problem.gpu,
+        gpus_per_node=problem.gpus_per_node,
+        inter_node_gb_s=problem.inter_node_gb_s,
+        memory=ev.memory,
+    )
+    cost = t["usd_per_mtok"]
+    return np.where(np.isnan(cost), 1e6 / t["tokens_per_s"], cost)
+
+
+def _knob_choices(statics: list[dict[str, Any]]) -> dict[str, list[Any]]:
+    keys: dict[str, list[Any]] = {}
+    for st in statics:
+        for k, v in st.items():
+            keys.setdefault(k, [])
+            if v not in keys[k]:
+                keys[k].append(v)
+    return keys
+
+
+def _suggest(
+    trial: Any,
+    statics: list[dict[str, Any]],
+    keys: dict[str, list[Any]],
+    rows: list[dict[str, Any]],
+    problem: SearchProblem,
+) -> TrainConfig:
+    choice: dict[str, Any] = {}
+    method = trial.suggest_categorical("method", keys["method"])
+    choice["method"] = method
+    for k in ("recipe", "optimizer", "checkpointing", "loss", "optimizer_in_backward"):
+        choice[k] = trial.suggest_categorical(k, keys[k])
+    if method != "full":
+        choice["lora_rank"] = trial.suggest_categorical("lora_rank", keys["lora_rank"])
+    if method == "qlora":
+        choice["quant"] = trial.suggest_categorical(
+            "quant", [q for q in keys["quant"] if q != "none"]
+        )
+    matches = [st for st in statics if all(st[k] == v for k, v in choice.items())]
+    static = matches[0] if matches else statics[0]
+    row = rows[trial.suggest_int("layout", 0, len(rows) - 1)]
+    eight = static["optimizer"] in ("adamw-8bit", "paged-adamw-8bit")
+    from constraints.config import CODE
+
+    gpus = int(row["dp"]) * int(row["tp"]) * int(row["pp"])
+    if not bool(
+        pair_ok(
+            static["optimizer_in_backward"],
+            eight,
+            row["grad_accum"],
+            gpus,
+            row["zero"],
+            CODE["offload"][str(row["offload"])],
+        )
+    ):
+        static = {**static, "optimizer_in_backward": False}
+        if eight and row["offload"] != "none":
+            static = {**static, "optimizer": "adamw"}
+    return TrainConfig(**{**static, **row, "seq_len": problem.seq_len})
+
+
+STRATEGIES: dict[str, Callable[..., Strategy]] = {
+    "exhaustive": ExhaustiveStrategy,
+    "optuna": OptunaStrategy,
+}
+
+
+def register(name: str, factory: Callable[..., Strategy]) -> None:
+    STRATEGIES[name] = factory
+
+
+def make_strategy(name: str, **kwargs: Any) -> Strategy:
+    if name not in STRATEGIES:
+        raise FitplanError(f"unknown strategy '{name}'", f"use one of {', '.join(STRATEGIES)}")
+    factory = STRATEGIES[name]
+    dataclass_fields = getattr(factory, "__dataclass_fields__", None)
+    accepted = set(dataclass_fields) if dataclass_fields is not None else set(kwargs)
+    return factory(**{k: v for k, v in kwargs.items() if k in accepted and v is not None})

@@ -1,0 +1,110 @@
+"""JSON and one-line views of search results, explanations and configurations (no printing)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from constraints.breakdown import Explanation, MemoryBreakdown
+from constraints.memory import TERMS
+from searcher.search.run import FrontMember, SearchResult
+from searcher.search.space import SearchProblem
+
+
+def breakdown_json(b: MemoryBreakdown) -> dict[str, Any]:
+    out: dict[str, Any] = {t: b.term(t) for t in TERMS}
+    out["total"] = b.total
+    out.update(b.parts)
+    out.update(
+        static=b.static,
+        static_weights=b.static_weights,
+        static_gradients=b.static_gradients,
+        static_optimizer=b.static_optimizer,
+        paged_optimizer=b.paged_optimizer,
+        cpu_ram=b.cpu_bytes,
+        peak_allocated=b.allocated,
+        peak_reserved=b.reserved,
+    )
+    return out
+
+
+def explanation_json(e: Explanation) -> dict[str, Any]:
+    return {
+        "model": {"id": e.model.id, "name": e.model.name, "family": e.model.family},
+        "params": {"total": e.params_total, "trainable": e.params_trainable},
+        "config": e.config.model_dump(),
+        "memory_bytes": breakdown_json(e.breakdown),
+        "peak_phase": e.breakdown.phase,
+        "largest_term": max(TERMS, key=e.breakdown.term),
+        "gpu": {
+            "id": e.gpu.id,
+            "name": e.gpu.name,
+            "capacity_bytes": e.verdict.capacity,
+            "cuda_context_bytes": e.verdict.cuda_context,
+            "headroom_bytes": e.verdict.headroom,
+            "usable_bytes": e.verdict.usable,
+        },
+        "needed_bytes": e.verdict.needed,
+        "fits": e.verdict.fits,
+        "margin_bytes": e.verdict.margin,
+        "problems": list(e.verdict.problems),
+        "levers": [
+            {
+                "term": lv.term,
+                "change": lv.change,
+                "flags": lv.flags,
+                "saves_bytes": lv.saves,
+                "total_bytes": lv.total,
+                "fits": lv.fits,
+            }
+            for lv in e.levers
+        ],
+        "notes": list(e.notes),
+    }
+
+
+def member_json(
+    m: FrontMember, problem: SearchProblem, tokens: float | None = None
+) -> dict[str, Any]:
+    from searcher.search.views import breakdown_json
+
+    cfg = m.config.model_dump()
+    cfg["gpus"] = m.gpus
+    cfg["rank"] = cfg["lora_rank"] if m.config.method != "full" else None
+    out: dict[str, Any] = {
+        "config": cfg,
+        "memory_bytes": breakdown_json(m.memory),
+        "needed_bytes": m.needed,
+        "tokens_per_s": m.tokens_per_s,
+        "step_time_s": m.step_time_s,
+        "usd_per_mtok": m.usd_per_mtok,
+        "mfu": m.mfu,
+        "fidelity": m.fidelity,
+        "gpu": problem.gpu.id,
+        "model": problem.model.id,
+    }
+    if tokens:
+        hours, usd = m.budget(tokens, problem.gpu.usd_per_gpu_hour)
+        out["budget"] = {"tokens": tokens, "hours": hours, "usd": usd}
+    return out
+
+
+def result_json(r: SearchResult, tokens: float | None = None) -> dict[str, Any]:
+    return {
+        "model": r.problem.model.id,
+        "gpu": r.problem.gpu.id,
+        "target_batch": r.problem.target_batch,
+        "seq_len": r.problem.seq_len,
+        "strategy": r.strategy,
+        "evaluated": r.evaluated,
+        "feasible": r.feasible,
+        "front": [member_json(m, r.problem, tokens) for m in r.front],
+        "rejected": [
+            {
+                "family": x.family,
+                "reason": x.reason,
+                "best_needed_bytes": x.best_needed,
+                "best_config": x.best_config.model_dump() if x.best_config else None,
+            }
+            for x in r.rejected
+        ],
+    }

@@ -1,0 +1,1 @@
+"""Ground truth: real steps measured on a GPU, traced on fake tensors, and the accuracy report."""
