@@ -167,6 +167,7 @@ def _quantized_random_model(config: Any, quant: Any, dtype: Any, attn: str, devi
                 if type(child) is not nn.Linear:
                     continue
                 bias = child.bias is not None
+                new: Any  # a bitsandbytes Linear4bit or Linear8bitLt
                 if quant.load_in_4bit:
                     new = bnb.nn.Linear4bit(
                         child.in_features,
