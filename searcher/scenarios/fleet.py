@@ -92,7 +92,7 @@ def check_metric(metric: str, expect: dict[str, Any], metrics: dict[str, Any]) -
 
     name = metric.split(" ", 1)[0]
     if name not in metrics:
-        raise FitplanError(f"unknown fleet metric '{name}'", "see searcher/fleet/scenario.py")
+        raise FitplanError(f"unknown fleet metric '{name}'", "see searcher/scenarios/fleet.py")
     got = metrics[name]
     if "contains" in expect:
         text = str(got or "")
