@@ -27,9 +27,10 @@ import numpy as np
 
 from constraints.config import CODE, ConfigBatch
 from constraints.gpus import GpuSpec
-from constraints.memory import memory_arrays, model_facts
+from constraints.memory import memory_arrays
+from constraints.model_states import model_facts
 from constraints.models import ModelSpec
-from constraints.params import inventory, lora_target_groups
+from constraints.params import group_key, inventory, lora_target_groups
 
 # The three efficiencies below are fitted together by tools/calibrate.py (coordinate search over
 # a grid, median abs log error) to the 227 throughput rows fitplan uses from
@@ -92,11 +93,6 @@ class Gemm:
         return self.d_in * self.d_out * self.instances * self.token_share
 
 
-def _group_key(spec: ModelSpec, name: str, block: str) -> str:
-    name = name.removesuffix(".weight")
-    return f"{block}:{name}" if spec.family in ("t5", "mt5") else name
-
-
 @cache
 def model_gemms(spec: ModelSpec) -> tuple[Gemm, ...]:
     inv = inventory(spec)
@@ -112,7 +108,7 @@ def model_gemms(spec: ModelSpec) -> tuple[Gemm, ...]:
         share = spec.experts_per_token / g.per_block if g.role == "expert" else 1.0
         out.append(
             Gemm(
-                _group_key(spec, g.name, g.block),
+                group_key(spec, g.name, g.block),
                 g.d_in,
                 g.d_out,
                 layers,
@@ -202,9 +198,7 @@ def throughput_arrays(
     targeted: dict[int, set[str]] = {}
     if batch.is_lora.any() and spec.arch != "raw":
         for t, name in enumerate(batch.target_names):
-            targeted[t] = {
-                _group_key(spec, g.name, g.block) for g in lora_target_groups(spec, name)
-            }
+            targeted[t] = {group_key(spec, g.name, g.block) for g in lora_target_groups(spec, name)}
     t_fwd = np.zeros(n)
     t_bwd = np.zeros(n)
     t_dequant = np.zeros(n)
