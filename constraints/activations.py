@@ -27,6 +27,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import cache
+from typing import TypeVar
 
 import numpy as np
 
@@ -36,6 +37,9 @@ from constraints.model_states import model_facts
 from constraints.params import group_key, inventory, lora_target_groups
 from constraints.saved_layers import layer_saved, model_level_saved
 from constraints.saved_tensors import DKINDS, DKind, Saved
+
+#: A count: one number, or one per configuration.
+Num = TypeVar("Num", float, np.ndarray)
 
 # --------------------------------------------------------------------------------------------
 # Coefficients: the layer lists reduced to numbers for vectorised evaluation
@@ -203,7 +207,7 @@ def _keeps(
     return True
 
 
-def checkpoint_bias_elements(spec: ModelSpec, block: str, seq_len: int) -> float:
+def checkpoint_bias_elements(spec: ModelSpec, block: str, seq_len: Num) -> Num:
     """Elements a checkpointed layer keeps besides its input, per layer (not per token).
 
     T5 passes its relative position bias, a (1, heads, s, s) tensor, from layer to layer; a
@@ -211,9 +215,17 @@ def checkpoint_bias_elements(spec: ModelSpec, block: str, seq_len: int) -> float
     cross-attention bias too). Other families keep only the hidden state.
     """
     if spec.family not in ("t5", "mt5"):
-        return 0.0
+        return 0.0 * seq_len  # same shape as seq_len
     per_attention = float(spec.heads) * seq_len * seq_len
     return per_attention * (2 if block == "decoder" else 1)
+
+
+def checkpointed_layer_elements(spec: ModelSpec, block: str, tokens: Num, seq_len: Num) -> Num:
+    """Elements one fully checkpointed ``block`` layer keeps for ``tokens`` tokens of sequences of
+    ``seq_len``: its input, the residual stream (tokens × hidden, in the residual dtype), plus the
+    T5 position bias it was given (:func:`checkpoint_bias_elements`, one per layer, not per token).
+    """
+    return tokens * float(spec.hidden) + checkpoint_bias_elements(spec, block, seq_len)
 
 
 def layer_bytes_per_token(
@@ -235,8 +247,9 @@ def layer_bytes_per_token(
     element of each dtype kind.
     """
     if checkpointing == "full":
-        bias = checkpoint_bias_elements(spec, block, seq_len) * kind_bytes["residual"]
-        return float(spec.hidden) * kind_bytes["residual"] + bias / (batch * seq_len)
+        tokens = batch * seq_len
+        kept = checkpointed_layer_elements(spec, block, tokens, seq_len)
+        return kept * kind_bytes["residual"] / tokens
     full_ft, targets = _trainable_keys(spec, method, lora_targets)
     widths = _linear_widths(spec)
     eager = attention == "eager"
@@ -339,14 +352,11 @@ def activation_arrays(spec: ModelSpec, batch: ConfigBatch) -> dict[str, np.ndarr
     layers = float(model_facts(spec).layers)
     saved = saved + lora_extra
     uncheckpointed = saved  # what the forward writes, whatever is kept (elementwise traffic)
-    ckpt_saved = tokens * layers * b_r * spec.hidden + lora_extra / layers
-    if spec.family in ("t5", "mt5"):
-        # each checkpointed T5 layer also keeps the (1, heads, s, s) position bias it was given
-        bias = sum(
-            n * checkpoint_bias_elements(spec, block, 1)
-            for block, n in inventory(spec).blocks.items()
-        )
-        ckpt_saved = ckpt_saved + bias * s * s * b_r
+    blocks = inventory(spec).blocks or {"dense": int(layers)}
+    kept = sum(
+        n * checkpointed_layer_elements(spec, block, tokens, s) for block, n in blocks.items()
+    )
+    ckpt_saved = kept * b_r + lora_extra / layers
     saved = np.where(full_ckpt, ckpt_saved, saved)
     recompute = np.where(full_ckpt, layer + lora_extra / layers, 0.0)
     # pipeline: the first stage holds its layers' activations for min(pp, accumulation)
