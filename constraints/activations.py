@@ -31,6 +31,7 @@ from typing import TypeVar
 
 import numpy as np
 
+from constraints import constants as C
 from constraints.config import CODE, ConfigBatch
 from constraints.model_spec import ModelSpec
 from constraints.model_states import model_facts
@@ -293,7 +294,7 @@ def activation_arrays(spec: ModelSpec, batch: ConfigBatch) -> dict[str, np.ndarr
     kind_bytes: dict[DKind, np.ndarray] = {
         "compute": b_c,
         "residual": b_r,
-        "fp32": np.full(n, 4.0),
+        "fp32": np.full(n, C.FP32_BYTES),
         "softmax": b_soft,
         "mask": np.ones(n),
     }

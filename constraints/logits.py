@@ -23,7 +23,9 @@ def logits_bytes(spec: ModelSpec, batch: ConfigBatch, full_ft: np.ndarray) -> np
     )
     fused = batch.loss == CODE["loss"]["fused"]
     fused_bytes = (
-        tokens * spec.hidden * (batch.compute_bytes + 4.0 * C.FUSED_CE_CHUNK_FP32_PER_HIDDEN)
+        tokens
+        * spec.hidden
+        * (batch.compute_bytes + C.FP32_BYTES * C.FUSED_CE_CHUNK_FP32_PER_HIDDEN)
     )
     # full fine-tuning: the output head's weight gradient is the first gradient of the backward
     # and is allocated while the logits' gradient (16-bit, 2 B per entry) still feeds it
