@@ -33,6 +33,9 @@ from constraints.models import ModelSpec
 from constraints.params import group_key, inventory, lora_target_groups
 from constraints.throughput_constants import (
     ATTENTION_BACKWARD_PER_FORWARD,
+    ATTENTION_FLOPS_PER_SCORE,
+    BF16_BYTES,
+    CAUSAL_SCORE_SHARE,
     CPU_ADAM_PARAMS_PER_S,
     CPU_OP_OVERHEAD_S,
     DEFAULT_INTER_NODE_GB_S,
@@ -43,8 +46,10 @@ from constraints.throughput_constants import (
     ETA_ATTENTION,
     ETA_GEMM,
     FA2_HOPPER_SHARE,
+    FLOPS_PER_MAC,
     K_ELEMENTWISE,
     LAUNCH_PASSES_PER_FORWARD,
+    LORA_FLOPS_PER_PARAM,
     LORA_MATMUL_PASSES,
     LOSS_BYTES_PER_LOGIT,
     LOSS_PASSES,
@@ -52,7 +57,10 @@ from constraints.throughput_constants import (
     OPS_PER_LAYER_FORWARD,
     PCIE_EFFICIENCY,
     QUANT_READ_BYTES_PER_WEIGHT,
+    RING_ALL_REDUCE_FACTOR,
     STEP_OVERHEAD_S,
+    TP_ALL_REDUCES_PER_LAYER,
+    TRAINING_FLOPS_PER_PARAM,
 )
 
 __all__ = [
@@ -200,8 +208,8 @@ def throughput_arrays(
     rank = batch.rank.astype(np.float64)
     for g in model_gemms(spec):
         tokens = T * g.token_share
-        flops = 2.0 * tokens * g.d_in * g.d_out / tp
-        nbytes = g.d_in * g.d_out * 2.0 / tp + tokens * (g.d_in + g.d_out) * b_c
+        flops = FLOPS_PER_MAC * tokens * g.d_in * g.d_out / tp
+        nbytes = g.d_in * g.d_out * BF16_BYTES / tp + tokens * (g.d_in + g.d_out) * b_c
         t_inst = _gemm_time(flops, nbytes, peak, bw, eta_gemm)
         t_fwd += g.instances * t_inst
         t_bwd += g.instances * t_inst * (1.0 + full_ft)  # dgrad, and wgrad where the weight trains
@@ -220,7 +228,7 @@ def throughput_arrays(
             if g.key not in keys:
                 continue
             sel = batch.is_lora & (batch.targets == t)
-            ad_flops = 2.0 * tokens * rank * (g.d_in + g.d_out)
+            ad_flops = FLOPS_PER_MAC * tokens * rank * (g.d_in + g.d_out)
             ad_bytes = tokens * (g.d_in + g.d_out + 2.0 * rank) * b_c
             ad = g.instances * _gemm_time(ad_flops, ad_bytes, peak, bw, eta_gemm)
             t_lora += np.where(sel, ad * (LORA_MATMUL_PASSES + recompute), 0.0)
@@ -229,9 +237,9 @@ def throughput_arrays(
     if spec.arch == "raw":
         attn_flops = np.zeros(n)
     else:
-        causal = 0.5 if spec.arch != "encoder" else 1.0
+        causal = CAUSAL_SCORE_SHARE if spec.arch != "encoder" else 1.0
         layers_attn = spec.total_layers + (spec.layers if spec.arch == "encoder-decoder" else 0)
-        attn_flops = 4.0 * T * s * spec.q_width * causal * layers_attn / tp
+        attn_flops = ATTENTION_FLOPS_PER_SCORE * T * s * spec.q_width * causal * layers_attn / tp
     eager = batch.attention == CODE["attention"]["eager"]
     hopper = gpu.sm is not None and 9.0 <= gpu.sm < 10.0
     t_attn_fwd = attn_flops / (peak * eta_attention * (FA2_HOPPER_SHARE if hopper else 1.0))
@@ -274,7 +282,7 @@ def throughput_arrays(
     inter = min(inter_node_gb_s * 1e9 * NCCL_EFFICIENCY, intra)
     p_train = mem["trainable"]
     grad_bytes = p_train * batch.grad_bytes / tp / pp
-    weight_bytes = f.total * np.minimum(batch.weight_bytes, 2.0) / tp / pp
+    weight_bytes = f.total * np.minimum(batch.weight_bytes, BF16_BYTES) / tp / pp
     zero3 = batch.zero == 3
     # data-parallel ranks of one node: tensor/pipeline groups fill a node first (Megatron order)
     dp_per_node = np.maximum(np.floor(gpus_per_node / (tp * pp)), 1.0)
@@ -287,7 +295,16 @@ def throughput_arrays(
     dp_exposed = np.maximum(0.0, dp_comm - hide)
     # tensor parallel: 2 all-reduces of the activations per layer forward, 2 backward (Megatron),
     # inside a node, not overlapped
-    tp_volume = 4.0 * spec.layers / pp * 2.0 * T * spec.hidden * b_c * (1.0 + recompute / 2)
+    tp_volume = (
+        TP_ALL_REDUCES_PER_LAYER
+        * spec.layers
+        / pp
+        * RING_ALL_REDUCE_FACTOR
+        * T
+        * spec.hidden
+        * b_c
+        * (1.0 + recompute / 2)
+    )
     tp_comm = collective_seconds(tp_volume, tp, tp, intra, inter)
     tp_exposed = tp_comm * (accum + pp - 1.0)
     # pipeline: activations sent to the next stage (across nodes when stages span them)
@@ -329,8 +346,10 @@ def throughput_arrays(
     )
     tokens_per_step = batch.micro_batch * accum * dp * s
     tokens_per_s = tokens_per_step / step
-    model_flops_per_token = 6.0 * _matmul_params(spec) + (attn_flops / np.maximum(T, 1) * tp * 3.0)
-    lora_ratio = np.where(batch.is_lora, 4.0 / 6.0, 1.0)
+    model_flops_per_token = TRAINING_FLOPS_PER_PARAM * _matmul_params(spec) + (
+        attn_flops / np.maximum(T, 1) * tp * 3.0
+    )
+    lora_ratio = np.where(batch.is_lora, LORA_FLOPS_PER_PARAM / TRAINING_FLOPS_PER_PARAM, 1.0)
     useful = model_flops_per_token * lora_ratio
     gpus = batch.gpus.astype(np.float64)
     mfu = useful * tokens_per_s / (gpus * peak)

@@ -68,3 +68,22 @@ ELEMENTWISE_RECOMPUTE_SHARE = 0.5
 #: gradient written and read by the head's backward: 4 passes.
 LOSS_BYTES_PER_LOGIT = 4.0
 LOSS_PASSES = 4.0
+
+# ---- FLOP and byte counts (arithmetic, not fitted) --------------------------------------------
+
+#: A multiply-accumulate is 2 FLOPs.
+FLOPS_PER_MAC = 2.0
+#: Bytes of a 16-bit element (weights read by a GEMM, weights and gradients on the wire).
+BF16_BYTES = 2.0
+#: Attention scores per (query, key): QKᵀ and PV are 2 matmuls × 2 FLOPs per score.
+ATTENTION_FLOPS_PER_SCORE = 4.0
+#: A causal mask leaves half of the s² scores to compute (flash kernels skip the masked blocks).
+CAUSAL_SCORE_SHARE = 0.5
+#: Training FLOPs per parameter per token: 2 forward + 4 backward (Kaplan et al. 2020, 6N).
+TRAINING_FLOPS_PER_PARAM = 6.0
+#: LoRA's frozen base has no weight gradient: 2 forward + 2 input-gradient FLOPs per parameter.
+LORA_FLOPS_PER_PARAM = 4.0
+#: Megatron tensor parallelism: 2 all-reduces per layer forward and 2 backward (Shoeybi 2019).
+TP_ALL_REDUCES_PER_LAYER = 4.0
+#: A ring all-reduce moves 2 × the buffer (reduce-scatter + all-gather), (n−1)/n aside.
+RING_ALL_REDUCE_FACTOR = 2.0
