@@ -3,19 +3,21 @@
 from __future__ import annotations
 
 import argparse
+import importlib
 
 import pytest
 
 from constraints.config import TrainConfig
 from constraints.gpus import resolve_gpu
 from constraints.models import resolve_model
-from searcher.cli.main import build_parser
 from searcher.inputs import config_fields_from_args
 from searcher.search.levers import FLAG_OF_FIELD, advise, flags_of
 
 
 def _explain_parser() -> argparse.ArgumentParser:
-    parser = build_parser()
+    # imported when run, not at collection: importing the submodule rebinds the package's
+    # ``searcher.cli.main`` attribute, which other test modules import as the entry function
+    parser = importlib.import_module("searcher.cli.main").build_parser()
     sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
     return sub.choices["explain"]
 
