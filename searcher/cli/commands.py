@@ -151,7 +151,7 @@ def cmd_search(args: argparse.Namespace) -> int:
     from searcher.search.views import result_json
 
     if not args.model and args.params is None:
-        from searcher.cli.main import EXAMPLES
+        from searcher.cli.parser import EXAMPLES
 
         sys.stderr.write("fitplan search needs a model. For example:\n" + EXAMPLES)
         return 2
