@@ -208,6 +208,13 @@ def build_parser() -> argparse.ArgumentParser:
         default="fused",
         help="torch AdamW implementation for --optimizer adamw (default: fused, HF Trainer's)",
     )
+    p.add_argument(
+        "--autocast",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="forward under torch.autocast in the compute dtype, as HF Trainer with bf16=True "
+        "runs it (default: the recipe's)",
+    )
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(handler="searcher.cli.step:cmd_trace_step")
 

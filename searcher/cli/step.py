@@ -43,6 +43,7 @@ def _traced(args: argparse.Namespace) -> tuple[Any, Any, Any]:
         hf_config_dict=hf_cfg,
         full_depth=bool(getattr(args, "full_depth", False)),
         adamw_impl=getattr(args, "adamw_impl", None) or "fused",
+        autocast=getattr(args, "autocast", None),
     )
     return e, t, cfg
 
@@ -92,6 +93,10 @@ def comparison_lines(e: Any, t: Any) -> list[str]:
             f"  paged optimizer states (unified memory, not allocated): {t.paged_bytes:,} B"
         )
     lines += [f"  note: {n}" for n in t.notes]
+    if t.largest:
+        lines.append(f"  largest blocks at the peak ({t.traced_layers[-1]}-layer trace):")
+        for nbytes, category, phase, what in t.largest[:8]:
+            lines.append(f"    {nbytes / 2**20:10,.1f} MiB  {category:18s} {phase:15s} {what}")
     return lines
 
 

@@ -53,6 +53,8 @@ class Block:
     nbytes: int
     category: str
     phase: str
+    #: dtype and shape of the tensor that first showed the storage, e.g. "float32[2, 2048, 4096]"
+    what: str = ""
     alive: bool = True
 
 
@@ -62,6 +64,10 @@ class Peak:
     phase: str = ""
     segment: str = ""
     blocks: list[Block] = field(default_factory=list)
+
+    def largest(self, n: int) -> list[Block]:
+        """The ``n`` largest blocks alive at the peak."""
+        return sorted(self.blocks, key=lambda b: -b.nbytes)[:n]
 
     def composition(self) -> dict[str, int]:
         out = dict.fromkeys(CATEGORIES, 0)
@@ -140,7 +146,10 @@ class AllocTracker:
             key = id(st)
             if key in self._blocks:
                 continue
-            block = Block(cuda_rounded(int(st.nbytes())), category or self.category, self.phase)
+            what = f"{str(t.dtype).removeprefix('torch.')}{list(t.shape)}"
+            block = Block(
+                cuda_rounded(int(st.nbytes())), category or self.category, self.phase, what
+            )
             ref = weakref.ref(st, self._finaliser(key))
             self._blocks[key] = (block, ref)
             self.live += block.nbytes

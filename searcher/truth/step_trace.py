@@ -42,6 +42,8 @@ HF_MAX_GRAD_NORM = 1.0
 PEFT_LORA_ALPHA = 8
 #: steps run; the last is measured
 TRACED_STEPS = 2
+#: blocks listed from the peak (StepTrace.largest)
+LARGEST_BLOCKS = 12
 #: layer counts traced for the extrapolation: enough for the first two and the last two layers
 #: to be told apart (the first has no input gradient when the embedding is frozen; the last
 #: meets the head), and every peak of a layer between them lies at one of those
@@ -67,6 +69,9 @@ class StepTrace:
     paged_bytes: int = 0
     wall_s: float = 0.0
     notes: list[str] = field(default_factory=list)
+    #: the largest blocks alive at the peak of the (deepest) traced model:
+    #: (bytes, category, phase that allocated it, "dtype[shape]")
+    largest: list[tuple[int, str, str, str]] = field(default_factory=list)
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -81,6 +86,7 @@ class StepTrace:
             "paged_bytes": self.paged_bytes,
             "wall_s": self.wall_s,
             "notes": self.notes,
+            "largest_blocks": [list(b) for b in self.largest],
         }
 
 
@@ -89,6 +95,7 @@ class _Raw:
     #: segment → (peak bytes, phase, composition at that peak)
     segments: dict[str, tuple[int, str, dict[str, int]]]
     paged: int
+    largest: dict[str, list[tuple[int, str, str, str]]]
 
     def top(self) -> tuple[str, tuple[int, str, dict[str, int]]]:
         return max(self.segments.items(), key=lambda kv: kv[1][0])
@@ -309,7 +316,13 @@ def _hooks(model: Any, tracker: Any) -> None:
             p.register_post_accumulate_grad_hook(accumulated)
 
 
-def _run(cfg_dict: dict[str, Any], cfg: TrainConfig, adamw_impl: str, steps: int) -> _Raw:
+def _run(
+    cfg_dict: dict[str, Any],
+    cfg: TrainConfig,
+    adamw_impl: str,
+    steps: int,
+    autocast_override: bool | None = None,
+) -> _Raw:
     import torch
     from torch._subclasses.fake_tensor import FakeTensorMode
 
@@ -341,18 +354,21 @@ def _run(cfg_dict: dict[str, Any], cfg: TrainConfig, adamw_impl: str, steps: int
         _hooks(model, tracker)
         tracker.set_phase("setup", "inputs")
         ids = torch.zeros(cfg.micro_batch, cfg.seq_len, dtype=torch.long)
-        amp = (
-            torch.autocast("cpu", dtype=_torch_dtype(compute))
-            if autocast and compute != weight
-            else None
-        )
+        use_amp = autocast and compute != weight
+        if autocast_override is not None:
+            use_amp = autocast_override and compute != "fp32"
+        amp = torch.autocast("cpu", dtype=_torch_dtype(compute)) if use_amp else None
         for step in range(steps):
             if step == steps - 1:
                 tracker.reset_peak()
             _one_step(model, opt, ids, trainable, masters, tracker, amp)
         paged = int(getattr(opt, "paged_bytes", 0))
         segments = {k: (p.bytes, p.phase, p.composition()) for k, p in tracker.segments.items()}
-    return _Raw(segments, paged)
+        largest = {
+            k: [(b.nbytes, b.category, b.phase, b.what) for b in p.largest(LARGEST_BLOCKS)]
+            for k, p in tracker.segments.items()
+        }
+    return _Raw(segments, paged, largest)
 
 
 def _materialise(model: Any) -> None:
@@ -429,6 +445,7 @@ def trace_step(
     full_depth: bool = False,
     adamw_impl: str = "fused",
     steps: int = TRACED_STEPS,
+    autocast: bool | None = None,
 ) -> StepTrace:
     """Trace two training steps of ``cfg`` on ``spec``'s HF model; the second step's peak.
 
@@ -436,7 +453,9 @@ def trace_step(
     ``spec.id``). ``full_depth``: trace every layer instead of extrapolating from 3 and 4.
     ``adamw_impl``: ``fused`` (HF Trainer's ``adamw_torch_fused``) or ``foreach`` (torch's
     default on CUDA). ``steps``: steps run, the last measured (2: optimizer state exists from the
-    first ``step()`` on; 1 shows a first step). Needs torch, transformers and peft (the ``measure`` extra).
+    first ``step()`` on; 1 shows a first step). ``autocast``: run forward under
+    ``torch.autocast(compute dtype)`` (HF Trainer with ``bf16=True``/``fp16=True`` does, through
+    accelerate, whatever dtype the model was loaded in); default: the recipe's. Needs torch, transformers and peft (the ``measure`` extra).
     """
     from searcher.truth.hf_build import require_torch, with_layers
 
@@ -449,16 +468,17 @@ def trace_step(
     start = time.perf_counter()
     depth = _depth_of(hf_config_dict)
     if full_depth or depth <= max(TRACE_DEPTHS):
-        raw = _run(hf_config_dict, cfg, adamw_impl, steps)
-        _seg, (peak, moment, comp) = raw.top()
+        raw = _run(hf_config_dict, cfg, adamw_impl, steps, autocast)
+        seg, (peak, moment, comp) = raw.top()
         elapsed = time.perf_counter() - start
         return StepTrace(
-            spec.id, cfg, peak, moment, comp, 0, depth, (depth,), raw.paged, elapsed
+            spec.id, cfg, peak, moment, comp, 0, depth, (depth,), raw.paged, elapsed,
+            [f"peak in segment {seg}"], raw.largest[seg],
         )  # fmt: skip
     runs = []
     for n in TRACE_DEPTHS:
         small = with_layers(hf_config_dict, n)
-        runs.append((_depth_of(small), _run(small, cfg, adamw_impl, steps)))
+        runs.append((_depth_of(small), _run(small, cfg, adamw_impl, steps, autocast)))
     (l2, a), (l3, b) = runs
     return _extrapolate(spec, cfg, depth, (l2, a), (l3, b), time.perf_counter() - start)
 
@@ -492,5 +512,5 @@ def _extrapolate(
     paged = b.paged + extra * (b.paged - a.paged) // steps
     return StepTrace(
         spec.id, cfg, peak, moment, comp, per_layer, depth, (l2, l3), paged, elapsed,
-        notes=[f"peak in segment {seg}"],
+        notes=[f"peak in segment {seg}"], largest=b.largest[seg],
     )  # fmt: skip
