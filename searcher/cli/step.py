@@ -33,9 +33,10 @@ def _traced(args: argparse.Namespace) -> tuple[Any, Any, Any]:
     require_torch()
     quiet_transformers()
     hf_cfg, _ = config_of(args.model)
-    from searcher.truth.step_trace import _check_supported, trace_step
+    from searcher.truth.step_build import check_supported
+    from searcher.truth.step_trace import trace_step
 
-    _check_supported(spec, cfg)
+    check_supported(spec, cfg)
     e = explain(spec, cfg, gpu, headroom)
     t = trace_step(
         spec,

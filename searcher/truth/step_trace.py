@@ -33,13 +33,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from constraints.config import TrainConfig
-from constraints.errors import FitplanError
 from constraints.models import ModelSpec
+from searcher.truth.step_build import build, check_supported, optimizer_for, torch_dtype
 
 #: HF Trainer's default gradient clipping (TrainingArguments.max_grad_norm)
 HF_MAX_GRAD_NORM = 1.0
-#: PEFT LoraConfig default lora_alpha
-PEFT_LORA_ALPHA = 8
 #: steps run; the last is measured
 TRACED_STEPS = 2
 #: blocks listed from the peak (StepTrace.largest)
@@ -99,142 +97,6 @@ class _Raw:
 
     def top(self) -> tuple[str, tuple[int, str, dict[str, int]]]:
         return max(self.segments.items(), key=lambda kv: kv[1][0])
-
-
-# --------------------------------------------------------------------------------------------
-# Building the model and the optimizer as the user's stack does
-# --------------------------------------------------------------------------------------------
-
-
-def _torch_dtype(name: str) -> Any:
-    import torch
-
-    table = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
-    if name not in table:
-        raise FitplanError(f"the step tracer runs fp32/bf16/fp16 models, not {name}")
-    return table[name]
-
-
-def _check_supported(spec: ModelSpec, cfg: TrainConfig) -> None:
-    problems = []
-    if cfg.gpus > 1 or cfg.zero:
-        problems.append("multi-GPU / ZeRO (single-GPU only for now)")
-    if cfg.checkpointing == "selective":
-        problems.append("selective checkpointing (none or full)")
-    if cfg.loss != "standard":
-        problems.append(f"--loss {cfg.loss} (standard only)")
-    if cfg.optimizer_in_backward:
-        problems.append("--optimizer-in-backward")
-    if cfg.quant == "int8":
-        problems.append("--quant int8 (nf4 and nf4-dq only)")
-    if cfg.recipe == "bf16-pure":
-        problems.append("recipe bf16-pure (fp32 states on bf16 weights without a master copy)")
-    if spec.arch != "decoder":
-        problems.append(f"{spec.arch} models (decoder-only for now)")
-    if problems:
-        raise FitplanError(
-            "the step tracer does not run " + "; ".join(problems) + " yet",
-            "trace a single-GPU configuration with --loss standard",
-        )
-
-
-def _build(cfg_dict: dict[str, Any], cfg: TrainConfig) -> tuple[Any, str]:
-    """The model on the meta device, wrapped (PEFT, quantisation, checkpointing)."""
-    import torch
-
-    from searcher.truth.cuda_kernels import FLASH_IMPL, _register_flash
-    from searcher.truth.hf_build import build_model, hf_config
-
-    weight, _grad, _master, _state, compute, _autocast = cfg.resolved_recipe()
-    dtype = _torch_dtype(weight)
-    impl = {"eager": "eager", "sdpa": "sdpa", "flash": FLASH_IMPL}[cfg.attention]
-    _register_flash()
-    config = hf_config(cfg_dict, use_cache=False)
-    note = ""
-    try:
-        model = build_model(config, device="meta", dtype=dtype, attn_implementation=impl)
-    except (ValueError, KeyError):
-        if impl != FLASH_IMPL:
-            raise
-        model = build_model(config, device="meta", dtype=dtype, attn_implementation="sdpa")
-        note = "no attention interface: flash through F.scaled_dot_product_attention"
-    if getattr(model.config, "_experts_implementation", None) is not None:
-        model.config._experts_implementation = "grouped_mm"
-    model.train()
-    ckpt_kwargs = {"use_reentrant": False}
-    if cfg.method == "qlora":
-        from peft import prepare_model_for_kbit_training
-
-        from searcher.truth.fake_quant import quantise_linears
-
-        head = model.get_output_embeddings()
-        with torch.device("meta"):
-            quantise_linears(model, _torch_dtype(compute), cfg.quant == "nf4-dq", head)
-        model.is_loaded_in_4bit = True  # what prepare_model_for_kbit_training looks for
-        model = prepare_model_for_kbit_training(
-            model,
-            use_gradient_checkpointing=cfg.checkpointing == "full",
-            gradient_checkpointing_kwargs=ckpt_kwargs,
-        )
-    elif cfg.checkpointing == "full":
-        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=ckpt_kwargs)
-    if cfg.is_lora:
-        model = _peft_wrap(model, cfg)
-    return model, note
-
-
-def _peft_wrap(model: Any, cfg: TrainConfig) -> Any:
-    from peft import LoraConfig, get_peft_model
-
-    targets: Any = cfg.lora_targets
-    if targets == "default":
-        targets = None
-    elif targets == "attention":
-        targets = ["q_proj", "k_proj", "v_proj", "o_proj", "qkv_proj", "c_attn", "query_key_value"]
-    elif targets != "all-linear":
-        targets = [t.strip() for t in targets.split(",") if t.strip()]
-    lora = LoraConfig(
-        r=cfg.lora_rank,
-        lora_alpha=PEFT_LORA_ALPHA,
-        lora_dropout=cfg.lora_dropout,
-        target_modules=targets,
-        task_type="CAUSAL_LM",
-    )
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        peft_model = get_peft_model(model, lora)  # autocast_adapter_dtype=True: fp32 adapters
-    if cfg.adapter_dtype:
-        dtype = _torch_dtype(cfg.adapter_dtype.lower())
-        for name, p in peft_model.named_parameters():
-            if "lora_" in name:
-                p.data = p.data.to(dtype)
-    return peft_model
-
-
-def _optimizer(cfg: TrainConfig, params: list[Any], adamw_impl: str) -> Any:
-    import torch
-
-    from searcher.truth.fake_quant import adamw8bit_class, lion_class
-
-    name = cfg.optimizer.lower()
-    if name == "adamw":
-        if adamw_impl == "fused":
-            return torch.optim.AdamW(params, lr=1e-4, fused=True)
-        return torch.optim.AdamW(params, lr=1e-4, foreach=True)
-    if name in ("adamw-8bit", "paged-adamw-8bit"):
-        return adamw8bit_class()(params, lr=1e-4, paged=name.startswith("paged"))
-    if name == "sgd":
-        return torch.optim.SGD(params, lr=1e-4, foreach=True)
-    if name == "sgd-momentum":
-        return torch.optim.SGD(params, lr=1e-4, momentum=0.9, foreach=True)
-    if name == "adafactor":
-        from transformers.optimization import Adafactor
-
-        # HF Trainer's optim="adafactor": scale_parameter=False, relative_step=False
-        return Adafactor(params, lr=1e-4, scale_parameter=False, relative_step=False)
-    if name == "lion":
-        return lion_class()(params, lr=1e-4)
-    raise FitplanError(f"the step tracer has no optimizer '{cfg.optimizer}'")  # pragma: no cover
 
 
 # --------------------------------------------------------------------------------------------
@@ -332,7 +194,7 @@ def _run(
     weight, _grad, master, _state, compute, autocast = cfg.resolved_recipe()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        model, _note = _build(cfg_dict, cfg)
+        model, _note = build(cfg_dict, cfg)
     tracker = make_tracker()
     with ExitStack() as stack:
         stack.enter_context(FakeTensorMode(allow_non_fake_inputs=True))
@@ -350,14 +212,14 @@ def _run(
         if master and trainable and trainable[0].dtype != torch.float32:
             tracker.set_phase("setup", "master_weights")
             masters = [p.detach().float() for p in trainable]
-        opt = _optimizer(cfg, masters or trainable, adamw_impl)
+        opt = optimizer_for(cfg, masters or trainable, adamw_impl)
         _hooks(model, tracker)
         tracker.set_phase("setup", "inputs")
         ids = torch.zeros(cfg.micro_batch, cfg.seq_len, dtype=torch.long)
         use_amp = autocast and compute != weight
         if autocast_override is not None:
             use_amp = autocast_override and compute != "fp32"
-        amp = torch.autocast("cpu", dtype=_torch_dtype(compute)) if use_amp else None
+        amp = torch.autocast("cpu", dtype=torch_dtype(compute)) if use_amp else None
         for step in range(steps):
             if step == steps - 1:
                 tracker.reset_peak()
@@ -460,7 +322,7 @@ def trace_step(
     from searcher.truth.hf_build import require_torch, with_layers
 
     require_torch()
-    _check_supported(spec, cfg)
+    check_supported(spec, cfg)
     if hf_config_dict is None:
         from searcher.truth.hf_build import config_of
 

@@ -93,7 +93,7 @@ def test_eager_extra_over_sdpa_scales_with_batch_heads_seq_squared() -> None:
 
 
 def test_lora_adapters_are_fp32_on_a_bf16_base() -> None:
-    from searcher.truth.step_trace import _build
+    from searcher.truth.step_build import build as _build
 
     cfg = TrainConfig(method="lora", recipe="bf16-torch", lora_rank=8)
     model, _ = _build(TINY, cfg)
@@ -108,7 +108,7 @@ def test_lora_adapters_are_fp32_on_a_bf16_base() -> None:
 
 def test_qlora_wraps_the_emulated_layers_with_peft_bitsandbytes_class() -> None:
     pytest.importorskip("bitsandbytes")
-    from searcher.truth.step_trace import _build
+    from searcher.truth.step_build import build as _build
 
     model, _ = _build(TINY, TrainConfig(method="qlora", quant="nf4", checkpointing="full"))
     kinds = {type(m).__name__ for m in model.modules()}
@@ -145,3 +145,15 @@ def test_paged_8bit_states_leave_the_allocator() -> None:
     paged = _trace(recipe="bf16-torch", optimizer="paged-adamw-8bit")
     # the tiny model has no tensor of >= 1e5 elements, so nothing is paged here
     assert paged.paged_bytes == 0 and paged.peak_bytes == plain.peak_bytes
+
+
+def test_nothing_but_weights_and_state_survives_a_step() -> None:
+    """After zero_grad(set_to_none=True) only parameters, optimizer state and the input ids are
+    alive: every activation, gradient and temporary was freed (no leak in the tracking)."""
+    from searcher.truth.step_trace import _run
+
+    cfg = TrainConfig(method="lora", micro_batch=2, seq_len=64, checkpointing="full")
+    raw = _run(TINY, cfg, "fused", 2)
+    _bytes, _phase, comp = raw.segments["between steps"]
+    alive = {k for k, v in comp.items() if v}
+    assert alive == {"parameters", "optimizer_state", "inputs"}
