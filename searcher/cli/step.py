@@ -20,8 +20,8 @@ GIB = 2**30
 
 def _traced(args: argparse.Namespace) -> tuple[Any, Any, Any]:
     """(explanation, step trace, config) for explain's arguments; input checked before the trace."""
-    from constraints.breakdown import explain
     from searcher.inputs import explain_config
+    from searcher.search.levers import advise
     from searcher.truth.hf_build import config_of, quiet_transformers, require_torch
 
     spec, gpu, cfg, headroom, _notes = explain_config(args)
@@ -37,7 +37,7 @@ def _traced(args: argparse.Namespace) -> tuple[Any, Any, Any]:
     from searcher.truth.step_trace import trace_step
 
     check_supported(spec, cfg)
-    e = explain(spec, cfg, gpu, headroom)
+    e = advise(spec, cfg, gpu, headroom)  # what fitplan explain prints (with the levers)
     t = trace_step(
         spec,
         cfg,
