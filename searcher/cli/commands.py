@@ -20,6 +20,10 @@ def cmd_explain(args: argparse.Namespace) -> int:
     from searcher.search.levers import advise
     from searcher.search.views import explanation_json
 
+    if getattr(args, "exact", False):
+        from searcher.cli.step import cmd_explain_exact
+
+        return cmd_explain_exact(args)
     spec, gpu, cfg, headroom, notes = explain_config(args)
     e = advise(spec, cfg, gpu, headroom)
     if notes:

@@ -177,7 +177,46 @@ def build_parser() -> argparse.ArgumentParser:
     _gpu_args(p)
     _config_args(p)
     p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument(
+        "--exact",
+        action="store_true",
+        help="also trace two real training steps on fake tensors (needs the measure extra)",
+    )
     p.set_defaults(handler="searcher.cli.commands:cmd_explain")
+
+    p = sub.add_parser(
+        "trace-step",
+        help="trace real training steps on fake tensors: peak allocated vs the analytic model",
+        description="Run two training steps of the configuration (the HF model from its config, "
+        "PEFT, the bitsandbytes NF4 emulation, the optimizer) on fake CPU tensors, count every "
+        "allocation as the CUDA caching allocator would, and print the second step's peak, its "
+        "moment and composition beside fitplan's analytic phases and terms.",
+        epilog=EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    _model_args(p)
+    _gpu_args(p)
+    _config_args(p)
+    p.add_argument(
+        "--full-depth",
+        action="store_true",
+        help="trace every layer (default: 2 and 3, extrapolated)",
+    )
+    p.add_argument(
+        "--adamw-impl",
+        choices=["fused", "foreach"],
+        default="fused",
+        help="torch AdamW implementation for --optimizer adamw (default: fused, HF Trainer's)",
+    )
+    p.add_argument(
+        "--autocast",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="forward under torch.autocast in the compute dtype, as HF Trainer with bf16=True "
+        "runs it (default: the recipe's)",
+    )
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.set_defaults(handler="searcher.cli.step:cmd_trace_step")
 
     p = sub.add_parser(
         "search",
