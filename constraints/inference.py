@@ -42,6 +42,18 @@ def kv_cache_bytes(spec: ModelSpec, tokens: int, kv_bytes: float = 2.0) -> int:
     return int(per_token_layer * layers * tokens)
 
 
+def prefill_workspace_bytes(spec: ModelSpec, tokens: int, sequences: int) -> float:
+    """Transient bytes of a forward over ``tokens`` prompt tokens of ``sequences`` sequences:
+    one layer's matmul outputs (hidden-wide ×4, MLP-wide ×3, 16-bit) for every token, and the
+    fp32 logits of the last position of each sequence."""
+    if spec.hidden <= 1:
+        return 0.0
+    width = 4 * spec.hidden + 3 * max(
+        spec.intermediate, spec.moe_intermediate * max(spec.experts_per_token, 1)
+    )
+    return tokens * width * 2.0 + sequences * spec.vocab * 4.0
+
+
 def inference_memory(
     spec: ModelSpec,
     gpu: GpuSpec,
@@ -67,10 +79,7 @@ def inference_memory(
         weights = f.total * wb
     tokens = batch * context
     kv: float = kv_cache_bytes(spec, tokens, dtype_bytes(kv_dtype))
-    width = 4 * spec.hidden + 3 * max(
-        spec.intermediate, spec.moe_intermediate * max(spec.experts_per_token, 1)
-    )
-    workspace = tokens * width * 2.0 + batch * spec.vocab * 4.0 if spec.hidden > 1 else 0.0
+    workspace = prefill_workspace_bytes(spec, tokens, batch)
     if quant != "none":
         workspace += f.largest_linear * 2.0
     weights, kv, workspace = weights / tp, kv / tp, workspace / tp

@@ -10,6 +10,7 @@ from typing import NoReturn
 from searcher.cli.fleet import register as register_fleet
 from searcher.cli.launch import add_emit_args
 from searcher.cli.launch import register as register_launch
+from searcher.cli.serve import register as register_serve
 
 EXAMPLES = """\
 examples:
@@ -19,6 +20,7 @@ examples:
   fitplan fits --gpu rtx-4090
   fitplan scenario run scenarios/*.yaml
   fitplan fleet scenarios/fleet-example.yaml   # place jobs on GPU pools
+  fitplan serve --model llama-3.1-8b --gpu h100-sxm --context 8192  # serving: concurrency, speed
   fitplan models            # the model catalog
   fitplan gpus              # the GPU catalog
   fitplan accuracy          # predictions against published measurements
@@ -226,6 +228,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     register_launch(sub)
     register_fleet(sub)
+    register_serve(sub)
 
     p = sub.add_parser("models", help="list the model catalog")
     p.add_argument("--json", action="store_true")
