@@ -143,4 +143,3 @@ def serving_speed(
         concurrency=concurrency,
         context=context,
     )
-

@@ -37,7 +37,9 @@ def register(subparsers: Any) -> None:
     p.add_argument("--gpu", default="a100-80gb", help="catalog id or a size (default %(default)s)")
     p.add_argument("--context", type=int, help="tokens per request (prompt + output)")
     p.add_argument("--concurrency", type=int, help="requests served at once")
-    p.add_argument("--tp", type=int, help="tensor-parallel degree (default 1, or the least that fits)")
+    p.add_argument(
+        "--tp", type=int, help="tensor-parallel degree (default 1, or the least that fits)"
+    )
     p.add_argument(
         "--weights",
         default="bf16",
@@ -143,7 +145,9 @@ def print_serve(plan: Any) -> None:
     )
     mark = "[green]✓[/]" if plan.fits else "[red]✗[/]"
     if plan.question == "concurrency":
-        out.print(f"{mark} [bold]max concurrency at {plan.context:,} tokens: {plan.max_concurrency}[/]")
+        out.print(
+            f"{mark} [bold]max concurrency at {plan.context:,} tokens: {plan.max_concurrency}[/]"
+        )
     elif plan.question == "context":
         out.print(
             f"{mark} [bold]max context at {plan.concurrency} requests: {plan.max_context:,} tokens[/]"
