@@ -220,7 +220,7 @@ def serving_memory(
     non_kv = weight_bytes + activations + C.CUDA_CONTEXT_BYTES + nccl + graphs
     kv_budget = max(0, int(budget - non_kv))
     per_token_gpu = kv_bytes_per_token_per_gpu(spec, kv_b, tp)
-    block_bytes = int(round(block_size * per_token_gpu))
+    block_bytes = round(block_size * per_token_gpu)
     return ServingMemory(
         capacity=gpu.memory_bytes,
         budget=budget,

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
@@ -95,6 +95,20 @@ class PoolIn(BaseModel):
     usd_per_gpu_hour: float | None = Field(default=None, ge=0)
     cpu_ram_per_node: str | None = None
     headroom: float = Field(default=DEFAULT_HEADROOM, ge=0, lt=1)
+    purchase_usd: float | None = Field(default=None, gt=0)  # buy vs rent: per GPU
+    power_w: float | None = Field(default=None, gt=0)
+
+
+class OwnershipIn(BaseModel):
+    """Buy vs rent settings (constraints/ownership.py); any left out take the catalog's."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    years: float | None = Field(default=None, gt=0)
+    pue: float | None = Field(default=None, ge=1)
+    usd_per_kwh: float | None = Field(default=None, ge=0)
+    hosting_usd_per_gpu_year: float | None = Field(default=None, ge=0)
+    utilization: float | None = Field(default=None, gt=0, le=1)
 
 
 class JobIn(BaseModel):
@@ -128,6 +142,7 @@ class FleetIn(BaseModel):
     pools: list[PoolIn] = Field(min_length=1)
     jobs: list[JobIn] = Field(min_length=1)
     expect: list[dict[str, Any]] = Field(default_factory=list)
+    ownership: OwnershipIn = Field(default_factory=OwnershipIn)
 
 
 # ---------------------------------------------------------------- the resolved fleet
@@ -143,6 +158,8 @@ class Pool:
     cpu_ram_per_node: int
     headroom: float
     link: str  # 'NVLink 450 GB/s', 'PCIe 32 GB/s'
+    purchase_usd: float | None = None
+    power_w: float | None = None
 
     @property
     def nodes(self) -> int:
@@ -195,6 +212,7 @@ class Fleet:
     jobs: tuple[Job, ...]
     expect: tuple[dict[str, Any], ...]
     lines: Lines
+    ownership: dict[str, float] = field(default_factory=dict)
 
     def pool(self, name: str) -> Pool:
         return next(p for p in self.pools if p.name == name)
@@ -321,6 +339,7 @@ def parse_fleet(data: dict[str, Any], lines: Lines) -> Fleet:
         jobs=jobs,
         expect=tuple(raw.expect),
         lines=lines,
+        ownership={k: v for k, v in raw.ownership.model_dump().items() if v is not None},
     )
 
 
@@ -447,6 +466,8 @@ def resolve_pool(p: PoolIn, i: int, lines: Lines) -> Pool:
         cpu_ram_per_node=cpu_ram,
         headroom=p.headroom,
         link=link,
+        purchase_usd=p.purchase_usd,
+        power_w=p.power_w,
     )
 
 
