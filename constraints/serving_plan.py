@@ -114,7 +114,7 @@ def plan_serving(spec: ModelSpec, gpu: GpuSpec, r: ServeRequest) -> ServePlan:
     notes: list[str] = []
     if r.context and r.concurrency:
         question = "gpus"
-        tps = [r.tp] if r.tp else [t for t in TP_CANDIDATES if _valid_tp(spec, t)]
+        tps = [r.tp] if r.tp else [t for t in TP_CANDIDATES if valid_tp(spec, t)]
         memory = None
         for tp in tps:
             memory = _memory(spec, gpu, r, tp)
@@ -185,7 +185,7 @@ def plan_serving(spec: ModelSpec, gpu: GpuSpec, r: ServeRequest) -> ServePlan:
     )
 
 
-def _valid_tp(spec: ModelSpec, tp: int) -> bool:
+def valid_tp(spec: ModelSpec, tp: int) -> bool:
     try:
         check_tp(spec, tp)
     except FitplanError:

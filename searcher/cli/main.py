@@ -159,6 +159,16 @@ def _search_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--json", action="store_true", help='print {"front": [...], "rejected": [...]}')
 
 
+def _report_args(p: argparse.ArgumentParser, force: bool) -> None:
+    p.add_argument(
+        "--report",
+        metavar="HTML",
+        help="write one self-contained HTML page (plotly; pip install 'fitplan[report]')",
+    )
+    if force:
+        p.add_argument("--force", action="store_true", help="overwrite the --report file")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="fitplan",
@@ -179,6 +189,7 @@ def build_parser() -> argparse.ArgumentParser:
     _gpu_args(p)
     _config_args(p)
     p.add_argument("--json", action="store_true", help="print one JSON object")
+    _report_args(p, force=True)
     p.set_defaults(handler="searcher.cli.commands:cmd_explain")
 
     p = sub.add_parser(
@@ -192,6 +203,7 @@ def build_parser() -> argparse.ArgumentParser:
     _search_args(p)
     _config_args(p, search=True)
     add_emit_args(p)
+    _report_args(p, force=False)  # --force comes with the emit options
     p.set_defaults(handler="searcher.cli.commands:cmd_search")
 
     p = sub.add_parser(
@@ -352,6 +364,7 @@ def _load(handler: str) -> Callable[[argparse.Namespace], int]:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    args.argv = list(sys.argv[1:] if argv is None else argv)  # for the page's commands
     handler = getattr(args, "handler", None)
     if handler is None:
         if args.command == "scenario":
