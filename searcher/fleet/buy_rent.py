@@ -10,8 +10,22 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from pydantic import BaseModel, ConfigDict, Field
+
 from constraints.errors import FitplanError
 from constraints.ownership import Ownership, ownership_of
+
+
+class OwnershipIn(BaseModel):
+    """Buy vs rent settings (constraints/ownership.py); any left out take the catalog's."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    years: float | None = Field(default=None, gt=0)
+    pue: float | None = Field(default=None, ge=1)
+    usd_per_kwh: float | None = Field(default=None, ge=0)
+    hosting_usd_per_gpu_year: float | None = Field(default=None, ge=0)
+    utilization: float | None = Field(default=None, gt=0, le=1)
 
 
 @dataclass(frozen=True)

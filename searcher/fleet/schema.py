@@ -45,6 +45,7 @@ from constraints.errors import FitplanError
 from constraints.gpus import GpuSpec
 from constraints.models import ModelSpec
 from constraints.throughput import DEFAULT_INTER_NODE_GB_S
+from searcher.fleet.buy_rent import OwnershipIn
 from searcher.search.space import DEFAULT_CPU_RAM_PER_NODE
 
 _TOKEN_SUFFIX = {"k": 1e3, "m": 1e6, "b": 1e9, "g": 1e9, "t": 1e12}
@@ -97,18 +98,6 @@ class PoolIn(BaseModel):
     headroom: float = Field(default=DEFAULT_HEADROOM, ge=0, lt=1)
     purchase_usd: float | None = Field(default=None, gt=0)  # buy vs rent: per GPU
     power_w: float | None = Field(default=None, gt=0)
-
-
-class OwnershipIn(BaseModel):
-    """Buy vs rent settings (constraints/ownership.py); any left out take the catalog's."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    years: float | None = Field(default=None, gt=0)
-    pue: float | None = Field(default=None, ge=1)
-    usd_per_kwh: float | None = Field(default=None, ge=0)
-    hosting_usd_per_gpu_year: float | None = Field(default=None, ge=0)
-    utilization: float | None = Field(default=None, gt=0, le=1)
 
 
 class JobIn(BaseModel):
