@@ -12,6 +12,8 @@ from constraints.models import ModelSpec
 from constraints.serving import (
     DEFAULT_BLOCK_SIZE,
     DEFAULT_GPU_MEMORY_UTILIZATION,
+    KV_DTYPE_BYTES,
+    WEIGHT_BITS,
     ServingMemory,
     check_tp,
     serving_batch_defaults,
@@ -90,6 +92,20 @@ def check_request(spec: ModelSpec, r: ServeRequest) -> None:
             raise FitplanError(f"{flag} must be at least 1, got {v}")
     if r.tp is not None:
         check_tp(spec, r.tp)
+    if r.weights not in WEIGHT_BITS:
+        raise FitplanError(
+            f"unknown weight format '{r.weights}'", f"use one of {', '.join(WEIGHT_BITS)}"
+        )
+    if r.kv_dtype not in KV_DTYPE_BYTES:
+        raise FitplanError(
+            f"unknown KV cache dtype '{r.kv_dtype}'", f"use one of {', '.join(KV_DTYPE_BYTES)}"
+        )
+    if not 0 < r.gpu_memory_utilization <= 1:
+        raise FitplanError(
+            f"--gpu-memory-utilization {r.gpu_memory_utilization} must be in (0, 1], e.g. 0.9"
+        )
+    if r.block_size < 1:
+        raise FitplanError(f"--block-size must be at least 1, got {r.block_size}")
 
 
 def _memory(spec: ModelSpec, gpu: GpuSpec, r: ServeRequest, tp: int) -> ServingMemory:

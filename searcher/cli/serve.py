@@ -18,8 +18,7 @@ examples:
 
 
 def register(subparsers: Any) -> None:
-    from constraints.serving import DEFAULT_BLOCK_SIZE, KV_DTYPE_BYTES, WEIGHT_BITS
-
+    # no physics imported here: `fitplan --help` stays fast (the names are checked when it runs)
     p = subparsers.add_parser(
         "serve",
         help="a serving plan: weights + paged KV cache + prefill workspace, concurrency, speed",
@@ -43,13 +42,15 @@ def register(subparsers: Any) -> None:
     p.add_argument(
         "--weights",
         default="bf16",
-        choices=list(WEIGHT_BITS),
-        help="weight format: 16-bit, fp8, int8, nf4 (bitsandbytes), int4 (AWQ/GPTQ g128)",
+        help="weight format: bf16, fp16, fp8, int8, nf4, nf4-dq (bitsandbytes), int4 (AWQ/GPTQ "
+        "group 128); default bf16",
     )
-    p.add_argument("--kv-cache-dtype", default="auto", choices=list(KV_DTYPE_BYTES))
     p.add_argument(
-        "--block-size", type=int, default=DEFAULT_BLOCK_SIZE, help="KV block, tokens (default 16)"
+        "--kv-cache-dtype",
+        default="auto",
+        help="auto (the model's 16-bit), bf16, fp16, fp8, fp8_e4m3, fp8_e5m2, fp32",
     )
+    p.add_argument("--block-size", type=int, help="KV block, tokens (default 16, as vLLM)")
     p.add_argument(
         "--gpu-memory-utilization",
         type=float,
@@ -85,7 +86,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         tp=args.tp,
         weights=args.weights,
         kv_dtype=args.kv_cache_dtype,
-        block_size=args.block_size,
+        **({"block_size": args.block_size} if args.block_size is not None else {}),
         gpu_memory_utilization=args.gpu_memory_utilization,
         max_num_batched_tokens=args.max_num_batched_tokens,
         max_num_seqs=args.max_num_seqs,
