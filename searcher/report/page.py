@@ -161,7 +161,7 @@ SCRIPT = r"""
     y0: d.usable_bytes / GiB, y1: d.usable_bytes / GiB, line: {dash: 'dash', color: '#c00'}});
   Plotly.newPlot('bars', barTraces, {
     barmode: 'stack', title: {text: 'Memory per GPU by term'},
-    yaxis: {title: {text: 'GiB per GPU'}}, xaxis: {title: {text: 'option'}},
+    yaxis: {title: {text: 'GiB per GPU'}}, xaxis: {title: {text: 'option'}, type: 'category'},
     shapes: barShapes, margin: {t: 50}, legend: {orientation: 'h', y: -0.2},
     annotations: d.usable_bytes ? [{xref: 'paper', x: 1, y: d.usable_bytes / GiB, yanchor: 'bottom',
       xanchor: 'right', showarrow: false, text: d.usable_label || 'usable', font: {color: '#c00'}}] : []

@@ -9,6 +9,7 @@ from dataclasses import replace
 from typing import Any
 
 from constraints.serving_plan import TP_CANDIDATES, ServePlan, plan_serving, valid_tp
+from constraints.serving_speed import serving_speed
 from constraints.units import GiB
 
 #: fitplan weight formats → vLLM ``--quantization`` (None: the checkpoint's own dtype).
@@ -43,21 +44,38 @@ def vllm_command(p: ServePlan) -> str:
     return shlex.join(cmd)
 
 
+def _kv_needed(p: ServePlan) -> int:
+    """KV bytes per GPU the request holds: whole blocks for each of its requests."""
+    return p.kv_bytes_per_request_per_gpu * max(p.concurrency, 1)
+
+
 def _terms(p: ServePlan) -> dict[str, int]:
     m = p.memory
-    used = p.kv_bytes_per_request_per_gpu * max(p.concurrency, 0) if p.fits else 0
-    return {
+    terms = {
         "weights": m.weights,
         "prefill activations": m.activations,
         "CUDA context + NCCL": m.cuda_context + m.nccl,
         "CUDA graphs": m.cuda_graphs,
-        "KV cache in use": min(used, m.kv_cache),
-        "KV cache free": max(m.kv_cache - used, 0),
     }
+    if not p.fits:  # the KV cache it would need, above the budget line
+        return {**terms, "KV cache needed": _kv_needed(p)}
+    used = min(_kv_needed(p), m.kv_cache)
+    return {**terms, "KV cache in use": used, "KV cache free": m.kv_cache - used}
 
 
 def _member(p: ServePlan) -> dict[str, Any]:
     m, s = p.memory, p.speed
+    if s is None and (p.gpu.bf16_tflops or p.gpu.fp16_tflops):
+        # it does not fit: the roofline still says what it would cost with room enough
+        s = serving_speed(
+            p.spec,
+            p.gpu,
+            m,
+            weights=p.request.weights,
+            context=p.context,
+            concurrency=max(min(p.concurrency, p.max_num_seqs), 1),
+            max_num_batched_tokens=p.max_num_batched_tokens,
+        )
     price = p.gpu.usd_per_gpu_hour
     gpus = m.tp
     label = f"TP {m.tp}: {p.concurrency} × {p.context:,} tokens" + (
@@ -75,17 +93,18 @@ def _member(p: ServePlan) -> dict[str, Any]:
         "KV per token": f"{m.kv_bytes_per_token:,} B ({m.kv_bytes_per_token_per_gpu:,.0f} B per GPU)",
         "KV blocks": f"{m.kv_blocks:,} × {m.block_size} tokens",
     }
-    if s is not None:
+    if s is not None and p.fits:
         details["decode"] = (
             f"{s.decode_tokens_per_s_per_request:,.1f} tokens/s per request, "
             f"{s.decode_tokens_per_s:,.0f} in all"
         )
         details["prefill"] = f"{s.prefill_tokens_per_s:,.0f} tokens/s"
-    hover = f"{label}<br>{(m.non_kv + m.kv_cache) / GiB:.1f} GiB per GPU<br>{y_text}"
+    needed = m.non_kv + _kv_needed(p)
+    hover = f"{label}<br>{needed / GiB:.1f} GiB per GPU in use<br>{y_text}"
     return {
         "label": label,
         "method": "serve" if p.fits else "does not fit",
-        "x": (m.non_kv + m.kv_cache) / GiB,
+        "x": needed / GiB,
         "y": y,
         "y_text": y_text,
         "hover": hover,
@@ -99,7 +118,8 @@ def serve_page_data(plan: ServePlan) -> dict[str, Any]:
     r = plan.request
     concurrency = max(plan.concurrency, 1)
     plans = []
-    for tp in TP_CANDIDATES:
+    degrees = sorted({*TP_CANDIDATES, plan.memory.tp})
+    for tp in degrees:
         if not valid_tp(plan.spec, tp):
             continue
         if tp == plan.memory.tp:
@@ -124,7 +144,7 @@ def serve_page_data(plan: ServePlan) -> dict[str, Any]:
         "members": [_member(q) for q in plans],
         "selected": selected,
         "scatter_title": "Tensor-parallel degrees: cost against memory per GPU",
-        "x_title": "memory per GPU (GiB)",
+        "x_title": "memory per GPU in use (GiB)",
         "y_title": "$ per million output tokens" if plan.gpu.usd_per_gpu_hour else "GPUs",
         "y_log": False,
         "usable_bytes": m.budget,

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from searcher.cli import main
+from searcher.cli.main import main
 
 pytest.importorskip("plotly")
 

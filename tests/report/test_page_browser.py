@@ -93,3 +93,27 @@ def test_clicking_a_point_shows_that_members_breakdown(search_page, browser):
     shot = os.environ.get("FITPLAN_SCREENSHOT")
     if shot:
         driver.save_screenshot(shot)
+
+
+def test_serve_page_click_shows_the_vllm_command(tmp_path: Path, browser) -> None:
+    from selenium.webdriver.common.action_chains import ActionChains
+
+    from searcher.cli.main import main
+
+    page = tmp_path / "serve.html"
+    argv = ["serve", "--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--context", "8192"]
+    assert main([*argv, "--report", str(page)]) == 0
+    browser.get(page.as_uri())
+    assert _errors(browser) == []
+    first = browser.find_element("id", "command").text
+    assert "--tensor-parallel-size 1" in first  # the plan asked for: TP 1, selected at load
+    dots = browser.find_elements("css selector", "#scatter .scatterlayer .points path")
+    assert len(dots) == 4  # TP 1, 2, 4, 8
+    ActionChains(browser).move_to_element(dots[-1]).pause(0.3).click().perform()
+    shown = int(
+        browser.find_element("css selector", "#breakdown table").get_attribute("data-member")
+    )
+    tp = browser.execute_script(f"return FITPLAN.members[{shown}].label")
+    assert shown != 0 and f"--tensor-parallel-size {tp.split()[1].rstrip(':')}" in (
+        browser.find_element("id", "command").text
+    )
