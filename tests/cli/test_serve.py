@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from searcher.cli.main import main
+from searcher.cli import main
 
 
 def test_serve_json_names_the_kv_figures(capsys: pytest.CaptureFixture[str]) -> None:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from searcher.cli.main import main
+from searcher.cli import main
 
 pytest.importorskip("plotly")
 

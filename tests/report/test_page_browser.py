@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from searcher.cli import main  # the function (import it before the parser module loads)
+
 ARGV = [
     "search",
     "--model",
@@ -97,8 +99,6 @@ def test_clicking_a_point_shows_that_members_breakdown(search_page, browser):
 
 def test_serve_page_click_shows_the_vllm_command(tmp_path: Path, browser) -> None:
     from selenium.webdriver.common.action_chains import ActionChains
-
-    from searcher.cli.main import main
 
     page = tmp_path / "serve.html"
     argv = ["serve", "--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--context", "8192"]
