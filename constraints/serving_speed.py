@@ -25,14 +25,8 @@ import numpy as np
 from constraints.gpus import GpuSpec
 from constraints.models import ModelSpec
 from constraints.serving import WEIGHT_BITS, ServingMemory, serving_weight_bytes
-from constraints.throughput import (
-    ETA_ATTENTION,
-    ETA_GEMM,
-    FA2_HOPPER_SHARE,
-    collective_seconds,
-    intra_node_bandwidth,
-    model_gemms,
-)
+from constraints.throughput import collective_seconds, intra_node_bandwidth, model_gemms
+from constraints.throughput_constants import ETA_ATTENTION, ETA_GEMM, FA2_HOPPER_SHARE
 
 #: Fraction of the HBM peak that decode's weight and KV reads reach (GEMV-shaped matmuls and
 #: paged attention). Assumed, not fitted (fitplan has no serving measurements yet): memory-bound

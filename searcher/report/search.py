@@ -8,10 +8,11 @@ import shlex
 from collections.abc import Sequence
 from typing import Any
 
-from constraints.breakdown import Explanation, MemoryBreakdown, usable_bytes
+from constraints.breakdown import MemoryBreakdown, usable_bytes
 from constraints.memory import TERMS
 from constraints.units import GiB
 from searcher.search.briefs import knobs_brief
+from searcher.search.levers import AdvisedExplanation
 from searcher.search.run import FAMILY_NAMES, SearchResult
 
 #: Flags of the search command that do not belong in the emit command shown for a member.
@@ -93,7 +94,9 @@ def search_page_data(result: SearchResult, argv: Sequence[str]) -> dict[str, Any
     }
 
 
-def explain_page_data(e: Explanation, argv: Sequence[str], headroom: float) -> dict[str, Any]:
+def explain_page_data(
+    e: AdvisedExplanation, argv: Sequence[str], headroom: float
+) -> dict[str, Any]:
     cfg = e.config
     base = shlex.join(["fitplan", *_base_command(argv)])
     b = e.breakdown

@@ -16,10 +16,10 @@ from hypothesis import strategies as st
 
 from constraints.errors import FitplanError
 from searcher.cli import main
+from searcher.fleet.fleet_file import load_fleet
 from searcher.fleet.options import Option, prune, within_limits
 from searcher.fleet.placement import Item, solve_exhaustive, solve_milp
 from searcher.fleet.plan import plan_fleet, plan_json
-from searcher.fleet.schema import load_fleet
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "scenarios" / "fleet-example.yaml"
@@ -148,7 +148,7 @@ def test_bad_fleet_from_a_real_process_has_no_traceback(tmp_path: Path) -> None:
 
 def test_the_cli_stays_light() -> None:
     code = (
-        "import sys, searcher.cli.main; searcher.cli.main.build_parser(); "
+        "import sys, searcher.cli.parser; searcher.cli.parser.build_parser(); "
         "heavy = [m for m in ('scipy', 'matplotlib', 'pandas', 'searcher.fleet.plan') "
         "if m in sys.modules]; print(heavy)"
     )

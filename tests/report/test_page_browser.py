@@ -28,7 +28,7 @@ ARGV = [
 def search_page(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, int]:
     pytest.importorskip("plotly")
     from searcher.cli.commands import run_cli_search
-    from searcher.cli.main import build_parser
+    from searcher.cli.parser import build_parser
     from searcher.report.page import write_page
     from searcher.report.search import search_page_data
 
