@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from searcher.fleet.buy_rent import buy_rent_json, buy_vs_rent
-from searcher.fleet.plan import plan_fleet
 from searcher.fleet.fleet_file import load_fleet
+from searcher.fleet.plan import plan_fleet
 
 FLEET = """\
 title: buy or rent
