@@ -212,7 +212,7 @@ def serving_memory(
     kv_b = KV_DTYPE_BYTES[kv_dtype]
     budget = int(gpu.memory_bytes * gpu_memory_utilization)
     weight_bytes = serving_weight_bytes(spec, weights) / tp
-    activations = prefill_workspace_bytes(spec, chunk, seqs) / tp
+    activations = prefill_workspace_bytes(spec, chunk, seqs, tp)
     if weights in ("int8", "nf4", "nf4-dq"):  # bitsandbytes dequantises one weight at a time
         activations += model_facts(spec).largest_linear * 2.0 / tp
     nccl = C.NCCL_BUFFER_BYTES if tp > 1 else 0
