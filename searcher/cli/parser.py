@@ -10,6 +10,7 @@ from typing import NoReturn
 from searcher.cli.fleet import register as register_fleet
 from searcher.cli.launch import add_emit_args
 from searcher.cli.launch import register as register_launch
+from searcher.cli.serve import register as register_serve
 
 EXAMPLES = """\
 examples:
@@ -19,6 +20,7 @@ examples:
   fitplan fits --gpu rtx-4090
   fitplan scenario run scenarios/*.yaml
   fitplan fleet scenarios/fleet-example.yaml   # place jobs on GPU pools
+  fitplan serve --model llama-3.1-8b --gpu h100-sxm --context 8192  # serving: concurrency, speed
   fitplan models            # the model catalog
   fitplan gpus              # the GPU catalog
   fitplan accuracy          # predictions against published measurements
@@ -157,6 +159,16 @@ def _search_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--json", action="store_true", help='print {"front": [...], "rejected": [...]}')
 
 
+def _report_args(p: argparse.ArgumentParser, force: bool) -> None:
+    p.add_argument(
+        "--report",
+        metavar="HTML",
+        help="write one self-contained HTML page (plotly; pip install 'fitplan[report]')",
+    )
+    if force:
+        p.add_argument("--force", action="store_true", help="overwrite the --report file")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="fitplan",
@@ -182,6 +194,7 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="also trace two real training steps on fake tensors (needs the measure extra)",
     )
+    _report_args(p, force=True)
     p.set_defaults(handler="searcher.cli.commands:cmd_explain")
 
     p = sub.add_parser(
@@ -229,6 +242,7 @@ def build_parser() -> argparse.ArgumentParser:
     _search_args(p)
     _config_args(p, search=True)
     add_emit_args(p)
+    _report_args(p, force=False)  # --force comes with the emit options
     p.set_defaults(handler="searcher.cli.commands:cmd_search")
 
     p = sub.add_parser(
@@ -265,6 +279,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     register_launch(sub)
     register_fleet(sub)
+    register_serve(sub)
 
     p = sub.add_parser("models", help="list the model catalog")
     p.add_argument("--json", action="store_true")
@@ -388,6 +403,7 @@ def _load(handler: str) -> Callable[[argparse.Namespace], int]:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    args.argv = list(sys.argv[1:] if argv is None else argv)  # for the page's commands
     handler = getattr(args, "handler", None)
     if handler is None:
         if args.command == "scenario":
