@@ -6,7 +6,9 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from constraints import limits as L
 from constraints.errors import FitplanError
+from searcher.validate import integer
 
 FLEET_EXAMPLES = """\
 examples:
@@ -41,7 +43,7 @@ def register(subparsers: Any) -> None:
     )
     p.add_argument(
         "--workers",
-        type=int,
+        type=integer(L.WORKERS),
         default=None,
         help="processes for the searches (default: one per CPU)",
     )

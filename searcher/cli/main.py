@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from collections.abc import Callable, Sequence
 from typing import NoReturn
 
+from constraints import limits as L
 from searcher.cli.fleet import register as register_fleet
 from searcher.cli.launch import add_emit_args
 from searcher.cli.launch import register as register_launch
+from searcher.validate import integer, number, size
 
 EXAMPLES = """\
 examples:
@@ -32,8 +35,15 @@ class _Parser(argparse.ArgumentParser):
     """argparse, but a usage error is one line with a hint, exit code 2."""
 
     def error(self, message: str) -> NoReturn:
-        sys.stderr.write(f"fitplan: error: {message} (see `{self.prog} --help`)\n")
+        from searcher.validate import one_line
+
+        message = _LONG_QUOTE.sub(lambda m: m.group(0)[:60] + "…'", message)
+        sys.stderr.write(f"fitplan: error: {one_line(message)} (see `{self.prog} --help`)\n")
         raise SystemExit(2)
+
+
+#: a quoted value longer than an excerpt, in argparse's own messages ("invalid choice: '…'")
+_LONG_QUOTE = re.compile(r"'[^']{60,}'")
 
 
 def _model_args(p: argparse.ArgumentParser, required: bool = False) -> None:
@@ -43,12 +53,16 @@ def _model_args(p: argparse.ArgumentParser, required: bool = False) -> None:
         metavar="NAME|PATH",
         help="catalog id (fitplan models) or a Hugging Face config.json",
     )
-    g.add_argument("--params", type=float, help="raw: total parameters, e.g. 7e9")
-    g.add_argument("--trainable-params", type=float, help="raw: trainable (adapter) parameters")
-    g.add_argument("--layers", type=int, help="raw: transformer layers (for activations)")
-    g.add_argument("--hidden", type=int, help="raw: hidden size (for activations)")
-    g.add_argument("--vocab", type=int, help="raw: vocabulary size (for the logits)")
-    g.add_argument("--heads", type=int, help="raw: attention heads")
+    g.add_argument("--params", type=number(L.PARAMS), help="raw: total parameters, e.g. 7e9")
+    g.add_argument(
+        "--trainable-params", type=number(L.PARAMS), help="raw: trainable (adapter) parameters"
+    )
+    g.add_argument(
+        "--layers", type=integer(L.LAYERS), help="raw: transformer layers (for activations)"
+    )
+    g.add_argument("--hidden", type=integer(L.HIDDEN), help="raw: hidden size (for activations)")
+    g.add_argument("--vocab", type=integer(L.VOCAB), help="raw: vocabulary size (for the logits)")
+    g.add_argument("--heads", type=integer(L.HEADS), help="raw: attention heads")
 
 
 def _gpu_args(p: argparse.ArgumentParser, default_gpu: str | None = "a100-80gb") -> None:
@@ -59,13 +73,22 @@ def _gpu_args(p: argparse.ArgumentParser, default_gpu: str | None = "a100-80gb")
         help="catalog id (fitplan gpus) or a size: 24GiB, 16GB (default: %(default)s)",
     )
     g.add_argument(
-        "--gpus", type=int, default=None, help="number of GPUs (default: 1, or tp×pp×dp)"
+        "--gpus",
+        type=integer(L.GPU_COUNT),
+        default=None,
+        help="number of GPUs (default: 1, or tp×pp×dp)",
     )
     g.add_argument(
-        "--headroom", type=float, default=None, help="fraction of capacity kept free (default 0.1)"
+        "--headroom",
+        type=number(L.FRACTION),
+        default=None,
+        help="fraction of capacity kept free (default 0.1)",
     )
     g.add_argument(
-        "--price", type=float, default=None, help="$ per GPU-hour (overrides the catalog default)"
+        "--price",
+        type=number(L.PRICE),
+        default=None,
+        help="$ per GPU-hour (overrides the catalog default)",
     )
 
 
@@ -73,11 +96,11 @@ def _config_args(p: argparse.ArgumentParser, search: bool = False) -> None:
     """The knobs. In explain they set one configuration; in search they pin a knob."""
     g = p.add_argument_group("configuration" if not search else "pins (leave out to search)")
     g.add_argument("--method", choices=["full", "lora", "qlora"])
-    g.add_argument("--rank", type=int, help="LoRA rank")
+    g.add_argument("--rank", type=integer(L.LORA_RANK_FLAG), help="LoRA rank")
     g.add_argument(
         "--lora-targets", help="all-linear, attention, default, or a comma list (q_proj,v_proj)"
     )
-    g.add_argument("--lora-dropout", type=float)
+    g.add_argument("--lora-dropout", type=number(L.FRACTION))
     g.add_argument("--recipe", help="fp32, bf16-pure, bf16-master, amp, bf16-torch")
     g.add_argument(
         "--weight-dtype",
@@ -90,10 +113,10 @@ def _config_args(p: argparse.ArgumentParser, search: bool = False) -> None:
         help="adamw, adamw-8bit, paged-adamw-8bit, sgd, sgd-momentum, adafactor, lion",
     )
     g.add_argument("--quant", help="frozen base quantisation: none, int8, nf4, nf4-dq")
-    g.add_argument("--micro-batch", type=int)
+    g.add_argument("--micro-batch", type=integer(L.MICRO_BATCH))
     if not search:
-        g.add_argument("--grad-accum", type=int)
-        g.add_argument("--seq-len", type=int)
+        g.add_argument("--grad-accum", type=integer(L.GRAD_ACCUM))
+        g.add_argument("--seq-len", type=integer(L.SEQ_LEN))
     g.add_argument("--checkpointing", choices=["none", "selective", "full"])
     g.add_argument("--attention", choices=["flash", "sdpa", "eager"])
     g.add_argument(
@@ -106,8 +129,8 @@ def _config_args(p: argparse.ArgumentParser, search: bool = False) -> None:
         "--zero", type=int, choices=[0, 1, 2, 3], help="ZeRO stage (3 = FSDP full shard)"
     )
     g.add_argument("--offload", choices=["none", "optimizer", "all"])
-    g.add_argument("--tp", type=int, help="tensor-parallel degree")
-    g.add_argument("--pp", type=int, help="pipeline-parallel degree")
+    g.add_argument("--tp", type=integer(L.PARALLEL_DEGREE), help="tensor-parallel degree")
+    g.add_argument("--pp", type=integer(L.PARALLEL_DEGREE), help="pipeline-parallel degree")
     g.add_argument(
         "--optimizer-in-backward", action="store_true", help="step inside backward (torchtune)"
     )
@@ -120,26 +143,42 @@ def _search_args(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("search")
     g.add_argument(
         "--target-batch",
-        type=int,
+        type=integer(L.TARGET_BATCH),
         default=32,
         help="effective batch in sequences = micro × accumulation × DP (default 32)",
     )
     g.add_argument(
         "--seq-len",
-        type=int,
+        type=integer(L.SEQ_LEN),
         help="sequence length (default 2048, or the model's context if shorter)",
     )
-    g.add_argument("--max-gpus", type=int, help="use at most this many of the --gpus")
-    g.add_argument("--gpus-per-node", type=int, default=8, help="GPUs per node (default 8)")
-    g.add_argument("--cpu-ram", help="CPU RAM per node for offload, e.g. 512GiB (default 256GiB)")
     g.add_argument(
-        "--tokens", type=float, help="token budget: report time and cost to train on it, e.g. 1e9"
+        "--max-gpus", type=integer(L.GPU_COUNT), help="use at most this many of the --gpus"
+    )
+    g.add_argument(
+        "--gpus-per-node", type=integer(L.GPUS_PER_NODE), help="GPUs per node (default 8)"
+    )
+    g.add_argument(
+        "--cpu-ram",
+        type=size(L.CPU_RAM, "--cpu-ram"),
+        help="CPU RAM per node for offload, e.g. 512GiB (default 256GiB)",
+    )
+    g.add_argument(
+        "--tokens",
+        type=number(L.TOKENS),
+        help="token budget: report time and cost to train on it, e.g. 1e9",
     )
     g.add_argument("--strategy", default="exhaustive", help="exhaustive (default, exact) or optuna")
-    g.add_argument("--trials", type=int, help="optuna: trials (default 2000)")
-    g.add_argument("--seed", type=int, help="optuna: sampler seed (default 0)")
+    g.add_argument("--trials", type=integer(L.TRIALS), help="optuna: trials (default 2000)")
+    g.add_argument("--seed", type=integer(L.SEED), help="optuna: sampler seed (default 0)")
     g.add_argument(
-        "--storage", help="optuna: RDB URL shared by several processes, e.g. sqlite:///fitplan.db"
+        "--storage",
+        help="optuna: a database URL shared by several processes or machines, e.g. "
+        "sqlite:///fitplan.db or postgresql://user@host/db",
+    )
+    g.add_argument(
+        "--study-name",
+        help="optuna: the study's name in --storage (default: one per problem, from its hash)",
     )
     g.add_argument(
         "--rank-by",
@@ -149,8 +188,8 @@ def _search_args(p: argparse.ArgumentParser) -> None:
     )
     g.add_argument(
         "--top",
-        type=int,
-        default=10,
+        type=integer(L.ROWS),
+        default=None,
         help="rows to show (default 10; --json and --csv get the whole front)",
     )
     g.add_argument("--csv", metavar="FILE", help="write the whole front as CSV")
@@ -201,17 +240,21 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--seq-len",
-        type=int,
+        type=integer(L.SEQ_LEN),
         default=2048,
         help="training sequence / inference context (default 2048)",
     )
     p.add_argument(
         "--target-batch",
-        type=int,
+        type=integer(L.TARGET_BATCH),
         default=8,
         help="effective batch for the training columns (default 8)",
     )
-    p.add_argument("--cpu-ram", help="CPU RAM per node for offload, e.g. 64GiB (default 256GiB)")
+    p.add_argument(
+        "--cpu-ram",
+        type=size(L.CPU_RAM, "--cpu-ram"),
+        help="CPU RAM per node for offload, e.g. 64GiB (default 256GiB)",
+    )
     p.add_argument("--json", action="store_true")
     p.set_defaults(handler="searcher.cli.commands:cmd_fits")
 
@@ -256,7 +299,7 @@ def _ground_truth_commands(sub: argparse._SubParsersAction) -> None:
     )
     _gpu_args(p, default_gpu=None)
     _config_args(p)
-    p.add_argument("--steps", type=int, default=3, help="optimizer steps (default 3)")
+    p.add_argument("--steps", type=integer(L.STEPS), default=3, help="optimizer steps (default 3)")
     p.add_argument("--device", default="auto", help="auto (CUDA if present), cuda or cpu")
     p.add_argument(
         "--json",
@@ -286,17 +329,35 @@ def _ground_truth_commands(sub: argparse._SubParsersAction) -> None:
         gpus_per_node=1,
     )
     _gpu_args(p, default_gpu=None)
-    p.add_argument("--target-batch", type=int, default=8, help="effective batch (default 8)")
-    p.add_argument("--seq-len", type=int, help="sequence length (default 2048 or the context)")
-    p.add_argument("--cpu-ram", help="CPU RAM (not used: measured trials do not offload)")
-    _config_args(p, search=True)
-    p.add_argument("--trials", type=int, default=8, help="measured trials (default 8)")
-    p.add_argument("--steps", type=int, default=3, help="optimizer steps per trial (default 3)")
     p.add_argument(
-        "--candidates", type=int, default=64, help="candidates beyond the front (default 64)"
+        "--target-batch",
+        type=integer(L.TARGET_BATCH),
+        default=8,
+        help="effective batch (default 8)",
+    )
+    p.add_argument(
+        "--seq-len", type=integer(L.SEQ_LEN), help="sequence length (default 2048 or the context)"
+    )
+    p.add_argument(
+        "--cpu-ram",
+        type=size(L.CPU_RAM, "--cpu-ram"),
+        help="refused: measured trials do not offload, so CPU RAM changes nothing",
+    )
+    _config_args(p, search=True)
+    p.add_argument(
+        "--trials", type=integer(L.MEASURED_TRIALS), default=8, help="measured trials (default 8)"
+    )
+    p.add_argument(
+        "--steps", type=integer(L.STEPS), default=3, help="optimizer steps per trial (default 3)"
+    )
+    p.add_argument(
+        "--candidates",
+        type=integer(L.CANDIDATES),
+        default=64,
+        help="candidates beyond the front (default 64)",
     )
     p.add_argument("--device", default="auto", help="auto (CUDA if present), cuda or cpu")
-    p.add_argument("--seed", type=int, default=0, help="sampler seed (default 0)")
+    p.add_argument("--seed", type=integer(L.SEED), default=0, help="sampler seed (default 0)")
     p.add_argument(
         "--storage", help="optuna RDB URL to share the study, e.g. sqlite:///autotune.db"
     )
@@ -312,9 +373,11 @@ def _ground_truth_commands(sub: argparse._SubParsersAction) -> None:
         "as the CUDA kernel saves it), against fitplan's activation model.",
     )
     p.add_argument("model", metavar="MODEL", help="catalog id or config.json")
-    p.add_argument("--layers", type=int, default=2, help="layers to trace (default 2)")
-    p.add_argument("--batch", type=int, default=2)
-    p.add_argument("--seq-len", type=int, default=256)
+    p.add_argument(
+        "--layers", type=integer(L.TRACE_LAYERS), default=2, help="layers to trace (default 2)"
+    )
+    p.add_argument("--batch", type=integer(L.MICRO_BATCH), default=2)
+    p.add_argument("--seq-len", type=integer(L.TRACE_SEQ_LEN), default=256)
     p.add_argument("--dtype", choices=["bf16", "fp16", "fp32"], default="bf16")
     p.add_argument("--attention", choices=["flash", "eager"])
     p.add_argument("--checkpointing", choices=["none", "selective", "full"])
@@ -364,12 +427,39 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     except Exception as err:  # one line for the user, never a traceback
         from searcher.cli.errors import user_message
+        from searcher.validate import one_line
 
         message = user_message(err)
         if message is None:
-            raise
-        sys.stderr.write(f"fitplan: error: {message}\n")
+            return _internal_error(err)
+        sys.stderr.write(f"fitplan: error: {one_line(message)}\n")
         return 2
+
+
+#: exit code of a fitplan bug (not bad input): EX_SOFTWARE from sysexits.h
+EXIT_INTERNAL_ERROR = 70
+
+
+def _internal_error(err: BaseException) -> int:
+    """A bug: one line naming it (FITPLAN_DEBUG=1 re-raises for the traceback)."""
+    import os
+
+    from searcher.validate import one_line
+
+    if os.environ.get("FITPLAN_DEBUG"):
+        raise err
+    where = ""
+    tb = err.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    if tb is not None:
+        where = f" at {os.path.basename(tb.tb_frame.f_code.co_filename)}:{tb.tb_lineno}"
+    text = one_line(f"{type(err).__name__}: {err}", 200)
+    sys.stderr.write(
+        f"fitplan: internal error{where}: {text} (a fitplan bug: please report it; "
+        "FITPLAN_DEBUG=1 shows the traceback)\n"
+    )
+    return EXIT_INTERNAL_ERROR
 
 
 if __name__ == "__main__":

@@ -146,8 +146,17 @@ def autotune(args: argparse.Namespace) -> AutotuneResult:
     from constraints.breakdown import breakdown_of
     from constraints.config import ConfigBatch
     from constraints.throughput import throughput_arrays
+    from searcher.inputs import PRICE_ONLY_IN_SEARCH, check_layout_args, refuse_unused
     from searcher.truth.measure import _detected_gpu, _device
 
+    refuse_unused(
+        args,
+        {
+            "cpu_ram": "measured trials do not offload, so CPU RAM changes nothing",
+            "price": PRICE_ONLY_IN_SEARCH,
+        },
+    )
+    check_layout_args(args)
     if args.trials < 1:
         raise FitplanError(f"--trials must be at least 1, got {args.trials}")
     if args.steps < 1:

@@ -18,8 +18,8 @@ import pytest
 from constraints import constants as C
 from constraints import throughput as T
 from constraints.units import GB, GiB, MiB
-from searcher.truth import accuracy as A
 from searcher.cli import main
+from searcher.truth import accuracy as A
 
 TARGET_MEDIAN = 0.05
 TARGET_WORST = 0.15
