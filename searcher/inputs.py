@@ -99,7 +99,11 @@ def model_from_args(args: argparse.Namespace) -> ModelSpec:
             raise FitplanError(
                 f"{', '.join(extra)} only apply to raw numbers (--params), not to --model"
             )
-        return resolve_model(args.model)
+        return resolve_model(args.model, family=getattr(args, "family", None))
+    if getattr(args, "family", None) is not None:
+        raise FitplanError(
+            "--family applies to a config.json given with --model, not to raw numbers"
+        )
     if raw_flags["params"] is not None:
         return raw_model(
             raw_flags["params"],

@@ -203,7 +203,12 @@ def cmd_fits(args: argparse.Namespace) -> int:
         raise FitplanError(f"--seq-len must be positive, got {args.seq_len}")
     if args.target_batch < 1:
         raise FitplanError(f"--target-batch must be at least 1, got {args.target_batch}")
-    specs = [resolve_model(m) for m in dict.fromkeys(args.models or catalog_ids())]
+    if args.family is not None and not args.models:
+        raise FitplanError("--family applies to config.json paths given with --models")
+    specs = [
+        resolve_model(m, family=args.family) if args.family else resolve_model(m)
+        for m in dict.fromkeys(args.models or catalog_ids())
+    ]
     with progress_reporter("checking models") as progress:
         rows = fits_table(
             specs,

@@ -82,8 +82,17 @@ def _shared_search(url: str, fresh_url: str) -> None:
 
     name = f"t-{uuid.uuid4().hex[:10]}"
     procs = [
-        _start(*SEARCH, "--trials", str(TRIALS), "--seed", str(seed), "--storage", url,
-               "--study-name", name)
+        _start(
+            *SEARCH,
+            "--trials",
+            str(TRIALS),
+            "--seed",
+            str(seed),
+            "--storage",
+            url,
+            "--study-name",
+            name,
+        )
         for seed in (1, 2)
     ]
     # communicate() in order would misreport who finished last: poll instead
@@ -114,8 +123,9 @@ def _shared_search(url: str, fresh_url: str) -> None:
     )
     for t in trials:
         solo.enqueue_trial(t.params)
-    p = _start(*SEARCH, "--trials", str(2 * TRIALS), "--storage", fresh_url,
-               "--study-name", solo_name)
+    p = _start(
+        *SEARCH, "--trials", str(2 * TRIALS), "--storage", fresh_url, "--study-name", solo_name
+    )
     _t, stdout, stderr, rc = _finish_all([p])[0]
     assert rc == 0, stderr
     assert _front_keys(stdout) == shared_front
@@ -130,7 +140,9 @@ def _pg_url() -> str:
     url = os.environ.get("FITPLAN_PG_URL")
     if not url:
         if os.environ.get("FITPLAN_PG_REQUIRED") == "1":
-            pytest.fail("FITPLAN_PG_REQUIRED=1 but FITPLAN_PG_URL is not set (tools/pg_throwaway.sh)")
+            pytest.fail(
+                "FITPLAN_PG_REQUIRED=1 but FITPLAN_PG_URL is not set (tools/pg_throwaway.sh)"
+            )
         pytest.skip("no PostgreSQL server: set FITPLAN_PG_URL (tools/pg_throwaway.sh run -- …)")
     return url
 
@@ -165,7 +177,9 @@ def test_server_down_or_wrong_url_is_one_line(tmp_path: Path) -> None:
     assert "cannot open the optuna study" in line and "secret" not in line, line
     line = _one_line_refusal(*SEARCH, "--trials", "4", "--storage", "mongodb://x/y")
     assert "unknown database scheme" in line
-    line = _one_line_refusal(*SEARCH, "--trials", "4", "--storage", "sqlite:///" + str(tmp_path / "no" / "x.db"))
+    line = _one_line_refusal(
+        *SEARCH, "--trials", "4", "--storage", "sqlite:///" + str(tmp_path / "no" / "x.db")
+    )
     assert "does not exist" in line
     exhaustive = [a for a in SEARCH if a not in ("--strategy", "optuna")]
     line = _one_line_refusal(*exhaustive, "--storage", "sqlite:///x.db")
