@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from constraints.errors import FitplanError
-from constraints.limits import excerpt, read_text, strict_json
+from constraints.limits import excerpt, read_text, shown_path, strict_json
 from constraints.model_spec import LLAMA_LIKE, SUPPORTED_TYPES, ModelSpec
 
 
@@ -438,10 +438,10 @@ def load_config_file(path: str | Path, family: str | None = None) -> ModelSpec:
         raise FitplanError(f"cannot read {excerpt(str(p))}: {err}") from None
     if not p.exists() and not p.is_symlink():
         raise FitplanError(
-            f"no such file: {excerpt(str(p), 80)[1:-1]}",
+            f"no such file: {shown_path(p)}",
             "give a catalog name (fitplan models) or a path to config.json",
         )
     text = read_text(p, "config.json")
-    cfg = strict_json(text, excerpt(str(p), 80)[1:-1])
+    cfg = strict_json(text, shown_path(p))
     stem = p.parent.name if p.name == "config.json" and p.parent.name else p.stem
     return spec_from_hf_config(cfg, id=stem, name=str(p), family=family)

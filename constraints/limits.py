@@ -83,7 +83,8 @@ HEADS = Bound(1, 16_384, "heads", "published models have at most 128")
 HEAD_DIM = Bound(1, 8_192, "elements", "published heads are at most 256 wide")
 VOCAB = Bound(1, 16_777_216, "tokens", "the largest published vocabulary is 262144")
 EXPERTS = Bound(0, 65_536, "experts", "published MoE models have at most 512")
-CONTEXT = Bound(1, 1 << 30, "tokens", "the longest published context is 10M")
+#: a model's context (0: none stated, e.g. ALiBi models)
+CONTEXT = Bound(0, 1 << 30, "tokens", "the longest published context is 10M")
 LORA_RANK = Bound(0, 1 << 20, "elements")
 PARAMS = Bound(1, 1e14, "parameters", "the largest published model has about 2e12")
 
@@ -123,16 +124,28 @@ CPU_RAM = Bound(1 << 30, 256 << 40, "bytes (1GiB to 256TiB)", "the largest serve
 MAX_FILE_BYTES = 64 << 20
 
 
+#: longest path quoted whole in a message, characters
+PATH_CHARS = 160
+
+
+def shown_path(p: str | Path) -> str:
+    """A path as a message quotes it: whole unless absurdly long."""
+    text = str(p)
+    return text if len(text) <= PATH_CHARS else text[: PATH_CHARS - 1] + "…"
+
+
 def read_text(path: str | Path, what: str = "file", max_bytes: int = MAX_FILE_BYTES) -> str:
     """The UTF-8 text of a file, or one clear line: missing, a folder, empty, too big, binary,
     not UTF-8, unreadable. A leading byte-order mark is dropped."""
     p = Path(path)
-    shown = excerpt(str(p))[1:-1] if len(str(p)) > EXCERPT_CHARS else str(p)
+    shown = shown_path(p)
     try:
         if p.is_dir():
             raise FitplanError(f"{shown} is a folder, not a {what}", f"give the {what}'s path")
         if not p.exists():
-            raise FitplanError(f"no such {what}: {shown}")
+            raise FitplanError(
+                f"no such {what}: {shown}" if "file" in what else f"no such file: {shown}"
+            )
         if not p.is_file():
             raise FitplanError(f"{shown} is not a regular file", f"give the {what}'s path")
         size = p.stat().st_size
@@ -143,6 +156,8 @@ def read_text(path: str | Path, what: str = "file", max_bytes: int = MAX_FILE_BY
             )
         with p.open("rb") as f:
             data = f.read(max_bytes + 1)
+    except FitplanError:
+        raise
     except OSError as err:
         raise FitplanError(f"cannot read {shown}: {err.strerror or err}") from None
     except ValueError as err:  # e.g. an embedded NUL in the path

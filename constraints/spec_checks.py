@@ -166,8 +166,6 @@ def check_spec(spec: ModelSpec, where: str | None = None) -> ModelSpec:
         _check_experts(spec, w)
     if spec.sliding_window is not None and spec.sliding_window < 1:
         raise FitplanError(f"{w}: sliding_window must be positive, got {spec.sliding_window}")
-    if spec.max_position is not None and spec.max_position < 1:
-        raise FitplanError(f"{w}: the context must be positive, got {spec.max_position}")
     if spec.raw_params is None:
         from constraints.params import inventory
 

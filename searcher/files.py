@@ -105,7 +105,7 @@ def _check_append_target(o: Output) -> None:
     first = text.splitlines()[0].strip() if text.strip() else ""
     if o.header is not None and first != o.header.strip():
         raise FitplanError(
-            f"{_shown(p)}: its header is not this CSV's ({excerpt(first, 50)})",
+            f"{_shown(p)} has other columns than this CSV (its header: {excerpt(first, 50)})",
             "append to a CSV this command wrote, or give a new file",
         )
 

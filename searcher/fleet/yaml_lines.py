@@ -67,24 +67,10 @@ def pydantic_message(err: dict[str, Any], model: type[BaseModel] | None) -> str:
 
 
 def read_yaml(path: str | Path) -> tuple[Any, Lines]:
-    import yaml
+    """A fleet file's data and its line map, through the one safe YAML reader (size- and
+    alias-capped, ``!!python`` tags refused; see searcher.validate)."""
+    from searcher.validate import load_yaml
 
     p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise FitplanError(f"no such fleet file: {p}") from None
-    except IsADirectoryError:
-        raise FitplanError(f"{p} is a directory, not a fleet file") from None
-    except UnicodeDecodeError:
-        raise FitplanError(f"{p} is not a UTF-8 text file") from None
-    try:
-        root = yaml.compose(text, Loader=yaml.SafeLoader)
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        where = f"{p}:{mark.line + 1}" if mark else str(p)
-        raise FitplanError(
-            f"{where}: not valid YAML ({getattr(err, 'problem', None) or err})"
-        ) from None
+    data, root = load_yaml(p, "fleet file")
     return data, Lines(str(p), root)
