@@ -40,14 +40,15 @@ class Lines:
     def error(self, loc: tuple[str | int, ...], message: str, hint: str | None = None):
         line = self.line(loc)
         where = f"{self.path}:{line}" if line else self.path
-        field = f" {field_name(loc)}:" if loc else ""
+        field = f" {field_name(loc)[:120]}:" if loc else ""
         return FitplanError(f"{where}:{field} {message}", hint)
 
 
 def field_name(loc: tuple[str | int, ...]) -> str:
     out = ""
     for k in loc:
-        out += f"[{k}]" if isinstance(k, int) else (f".{k}" if out else str(k))
+        key = str(k) if len(str(k)) <= 40 else str(k)[:39] + "…"
+        out += f"[{k}]" if isinstance(k, int) else (f".{key}" if out else key)
     return out
 
 
@@ -63,7 +64,12 @@ def pydantic_message(err: dict[str, Any], model: type[BaseModel] | None) -> str:
     msg = msg.replace("Input should be greater than or equal to", "must be ≥")
     msg = msg.replace("Input should be greater than", "must be >")
     msg = msg.replace("Input should be less than", "must be <")
-    return f"{msg} (got {err.get('input')!r})" if "input" in err and kind != "missing" else msg
+    from constraints.limits import excerpt
+
+    msg = excerpt(msg, 160)[1:-1]
+    return (
+        f"{msg} (got {excerpt(err.get('input'))})" if "input" in err and kind != "missing" else msg
+    )
 
 
 def read_yaml(path: str | Path) -> tuple[Any, Lines]:
