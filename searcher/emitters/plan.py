@@ -120,9 +120,14 @@ def load_plan(
 
     p = Path(path)
     try:
-        data = strict_json(read_text(p, "plan file"), shown_path(p))
+        text = read_text(p, "plan file")
     except FitplanError as err:
         raise FitplanError(err.message, err.hint or PLAN_HINT) from None
+    try:
+        data = strict_json(text, shown_path(p))
+    except FitplanError as err:
+        reason = err.message.removeprefix(shown_path(p)).lstrip(":0123456789 ")
+        raise _not_a_plan(path, f"not JSON ({reason})") from None
     if isinstance(data, dict) and "front" in data and "config" not in data:
         front = data["front"]
         if not isinstance(front, list):

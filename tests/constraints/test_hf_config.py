@@ -108,7 +108,7 @@ def test_unknown_type_is_refused_unless_a_family_is_named() -> None:
         {**LLAMA, "model_type": "granite"},
         {k: v for k, v in LLAMA.items() if k != "model_type"},
     ):
-        with pytest.raises(FitplanError, match="supported: .*llama.*--family"):
+        with pytest.raises(FitplanError, match=r"supported: .*llama.*--family"):
             spec_from_hf_config(cfg, id="t")
     s = spec_from_hf_config({**LLAMA, "model_type": "granite"}, id="t", family="llama")
     assert "read as llama (--family llama)" in s.caveats and s.family == "granite"
