@@ -192,3 +192,55 @@ def test_wrong_database_on_a_live_server_is_one_line() -> None:
     wrong = url.rsplit("/", 1)[0] + "/no_such_database_here"
     line = _one_line_refusal(*SEARCH, "--trials", "4", "--storage", wrong)
     assert "cannot open the optuna study" in line and "does not exist" in line, line
+
+
+AUTOTUNE_TRIALS = 3
+
+
+def _shared_autotune(url: str) -> None:
+    """Two ``autotune`` workers (CPU, the tiny Llama) on one study: every trial once."""
+    import optuna
+
+    pytest.importorskip("torch")
+    name = f"a-{uuid.uuid4().hex[:10]}"
+    argv = [
+        "autotune",
+        "--model",
+        str(ROOT / "tests" / "data" / "tiny_llama_config.json"),
+        "--device",
+        "cpu",
+        "--target-batch",
+        "4",
+        "--seq-len",
+        "64",
+        "--steps",
+        "1",
+        "--candidates",
+        "6",
+        "--trials",
+        str(AUTOTUNE_TRIALS),
+        "--storage",
+        url,
+        "--study-name",
+        name,
+        "--json",
+    ]
+    results = _finish_all([_start(*argv), _start(*argv)])
+    numbers: list[int] = []
+    for _t, stdout, stderr, rc in results:
+        assert rc in (0, 1), stderr  # 1: no trial completed (not expected on the CPU)
+        numbers += [t["trial"] for t in json.loads(stdout)["trials"]]
+    trials = _study(url, name).get_trials(deepcopy=False)
+    finished = {optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED}
+    assert len(trials) == 2 * AUTOTUNE_TRIALS and {t.state for t in trials} <= finished
+    assert sorted(numbers) == sorted(t.number for t in trials) == list(range(2 * AUTOTUNE_TRIALS))
+
+
+@pytest.mark.heavy
+def test_two_autotune_workers_share_one_sqlite_study(tmp_path: Path) -> None:
+    _shared_autotune(f"sqlite:///{tmp_path / 'autotune.db'}")
+
+
+@pytest.mark.heavy
+def test_two_autotune_workers_share_one_postgresql_study() -> None:
+    _shared_autotune(_pg_url())
