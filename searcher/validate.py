@@ -40,6 +40,8 @@ _FLOAT_RE = re.compile(r"^[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?$
 _NON_FINITE = {"nan", "+nan", "-nan", "inf", "+inf", "-inf", "infinity", "+infinity", "-infinity"}
 #: YAML nodes a document may expand to through aliases (a fleet file has a few hundred)
 MAX_YAML_NODES = 100_000
+#: deepest flow nesting a YAML document may have (a fleet file nests 4 levels)
+MAX_YAML_DEPTH = 200
 #: the largest YAML file read, bytes (a fleet or scenario file is a few KB)
 MAX_YAML_BYTES = 4 << 20
 
@@ -171,6 +173,21 @@ def _expanded_nodes(root: Any, limit: int, where: str) -> int:
     return memo.get(id(root), 1)
 
 
+def _flow_depth(text: str) -> int:
+    """Deepest nesting of flow brackets ([ and {), quotes ignored: a cheap upper bound, exact for
+    the ``[[[[…`` documents that make PyYAML's recursive composer crawl."""
+    if text.count("[") + text.count("{") <= MAX_YAML_DEPTH:
+        return 0
+    depth = deepest = 0
+    for ch in text:
+        if ch in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif ch in "]}":
+            depth = max(0, depth - 1)
+    return deepest
+
+
 def load_yaml(
     path: str | Path, what: str = "YAML file", max_nodes: int = MAX_YAML_NODES
 ) -> tuple[Any, Any]:
@@ -178,6 +195,8 @@ def load_yaml(
     import yaml
 
     text = read_text(path, what, max_bytes=min(MAX_YAML_BYTES, MAX_FILE_BYTES))
+    if _flow_depth(text) > MAX_YAML_DEPTH:  # PyYAML recurses per level: refuse before it does
+        raise FitplanError(f"{path}: YAML nested deeper than {MAX_YAML_DEPTH} levels")
     loader = yaml.SafeLoader(text)
     try:
         root = loader.get_single_node()
