@@ -92,7 +92,9 @@ PARAMS = Bound(1, 1e14, "parameters", "the largest published model has about 2e1
 SEQ_LEN = Bound(1, 10_000_000, "tokens", "the longest published context is 10M")
 MICRO_BATCH = Bound(1, 1_000_000, "sequences")
 GRAD_ACCUM = Bound(1, 1_000_000, "steps")
-TARGET_BATCH = Bound(1, 100_000_000, "sequences")
+TARGET_BATCH = Bound(
+    1, 1_048_576, "sequences", "published runs use at most about 16k sequences per step"
+)
 PARALLEL_DEGREE = Bound(1, 1024, "GPUs")
 GPU_COUNT = Bound(1, 1_048_576, "GPUs", "the largest training clusters have about 200k GPUs")
 GPUS_PER_NODE = Bound(1, 1024, "GPUs", "an NVL72 rack is 72 GPUs in one NVLink domain")
