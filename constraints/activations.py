@@ -287,6 +287,7 @@ def activation_arrays(spec: ModelSpec, batch: ConfigBatch) -> dict[str, np.ndarr
     n = len(batch)
     saved = np.zeros(n)
     layer = np.zeros(n)
+    core = np.zeros(n)  # selective: one layer's attention core, rebuilt during its backward
     b_c = batch.compute_bytes
     b_r = np.where(batch.autocast | (b_c == 4), 4.0, np.minimum(batch.weight_bytes, 2.0))
     b_r = np.where(batch.weight_bytes >= 4, 4.0, b_r)
@@ -346,6 +347,26 @@ def activation_arrays(spec: ModelSpec, batch: ConfigBatch) -> dict[str, np.ndarr
             per_layer += kb_sel * (coef.layer_per_token[kind] + s[sel] * coef.layer_s2[kind])
         saved[sel] = tokens[sel] * per_tok
         layer[sel] = tokens[sel] * per_layer / tp_deg
+        if is_sel:
+            # selective recomputation rebuilds each layer's attention core in its backward: for
+            # that moment one layer holds what no checkpointing would have kept of it
+            whole_layer = activation_coefficients(
+                spec,
+                "lora" if is_lora else "full",
+                batch.target_names[t] if is_lora else "",
+                "eager" if is_eager else "flash",
+                False,
+                bool(has_copies),
+                tp_deg,
+            )
+            rebuilt = np.zeros(int(sel.sum()))
+            for kind, kb in kind_bytes.items():
+                rebuilt += kb[sel] * (
+                    whole_layer.layer_per_token[kind]
+                    - coef.layer_per_token[kind]
+                    + s[sel] * (whole_layer.layer_s2[kind] - coef.layer_s2[kind])
+                )
+            core[sel] = tokens[sel] * np.maximum(rebuilt, 0.0) / tp_deg
         if is_lora:
             rank_bytes = batch.rank[sel] * coef.lora_rank_elems * b_c[sel]
             copy_bytes = coef.lora_copy_elems * (b_c[sel] + batch.lora_dropout[sel]) * has_copies
@@ -354,12 +375,17 @@ def activation_arrays(spec: ModelSpec, batch: ConfigBatch) -> dict[str, np.ndarr
     saved = saved + lora_extra
     uncheckpointed = saved  # what the forward writes, whatever is kept (elementwise traffic)
     blocks = inventory(spec).blocks or {"dense": int(layers)}
+    # every checkpointed layer keeps its input; T5's position bias is one tensor per stack that
+    # all its layers share (HF T5Stack: "the first layer stores them"; traced with reentrant
+    # checkpointing: 3 bias storages in an encoder-decoder, whatever the depth)
     kept = sum(
-        n * checkpointed_layer_elements(spec, block, tokens, s) for block, n in blocks.items()
+        n * checkpointed_layer_elements(spec, block, tokens, s)
+        - (n - 1) * checkpoint_bias_elements(spec, block, s)
+        for block, n in blocks.items()
     )
     ckpt_saved = kept * b_r + lora_extra / layers
     saved = np.where(full_ckpt, ckpt_saved, saved)
-    recompute = np.where(full_ckpt, layer + lora_extra / layers, 0.0)
+    recompute = np.where(full_ckpt, layer + lora_extra / layers, np.where(selective, core, 0.0))
     # pipeline: the first stage holds its layers' activations for min(pp, accumulation)
     # micro-batches in flight (1F1B); other terms scale with layers per stage
     pp = batch.pp.astype(np.float64)

@@ -129,7 +129,18 @@ def custom_gpu(size_text: str) -> GpuSpec:
 
     Compute capability is assumed 9.0 (bf16, fp8, flash available) so that only memory decides.
     """
+    from constraints.limits import GPU_MEMORY, excerpt
+
+    if len(size_text) > 40:
+        raise FitplanError(f"--gpu {excerpt(size_text)} is not a GPU name or size")
     memory = parse_size(size_text)
+    if not GPU_MEMORY.low <= memory <= GPU_MEMORY.high:
+        raise FitplanError(
+            f"--gpu {size_text.strip()}: no GPU has that much memory"
+            if memory > GPU_MEMORY.high
+            else f"--gpu {size_text.strip()}: too little memory for a training GPU",
+            f"a card's memory is {GPU_MEMORY.unit}; {GPU_MEMORY.largest_real}",
+        )
     return GpuSpec(
         id=f"custom-{size_text.strip()}",
         name=f"custom {size_text.strip()} card",
@@ -143,7 +154,11 @@ def custom_gpu(size_text: str) -> GpuSpec:
 
 def resolve_gpu(name: str) -> GpuSpec:
     """A catalog id or alias (case-insensitive), or a size such as ``24GiB`` / ``16GB``."""
+    from constraints.limits import excerpt
+
     key = name.strip().lower()
+    if len(key) > 200:
+        raise FitplanError(f"--gpu {excerpt(name)} is not a GPU name or size", "see `fitplan gpus`")
     if not key:
         raise FitplanError("--gpu is empty", "name a GPU such as rtx-4090 or a size such as 24GiB")
     aliases = _gpu_aliases()

@@ -6,11 +6,11 @@ repo, so the catalog and a user's file go through the same parser.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 from constraints.errors import FitplanError
+from constraints.limits import excerpt, read_text, shown_path, strict_json
 from constraints.model_spec import LLAMA_LIKE, SUPPORTED_TYPES, ModelSpec
 
 
@@ -38,6 +38,16 @@ def _int(cfg: dict[str, Any], *keys: str, where: str, default: int | None = None
     return int(value)
 
 
+def _per_head(hidden: int, heads: int, where: str) -> int:
+    """hidden / heads, which must divide exactly (each head gets a whole slice)."""
+    if hidden % heads:
+        raise FitplanError(
+            f"{where}: hidden size {hidden} is not divisible by {heads} attention heads",
+            "each head takes hidden / heads elements; check the config",
+        )
+    return hidden // heads
+
+
 def _positive(name: str, value: int, where: str) -> int:
     if value <= 0:
         raise FitplanError(f"{where}: {name} must be positive, got {value}")
@@ -52,29 +62,69 @@ def spec_from_hf_config(
     source: str = "",
     published_total_params: int | None = None,
     notes: str = "",
+    family: str | None = None,
 ) -> ModelSpec:
-    """Normalise a Hugging Face ``config.json`` dict. Refuses what it cannot model, clearly."""
+    """Normalise a Hugging Face ``config.json`` dict. Refuses what it cannot model, clearly.
+
+    ``family`` (the ``--family`` flag) reads a config whose ``model_type`` is missing or unknown
+    as that supported family; without it such a config is refused, never guessed."""
+    from constraints.spec_checks import check_config_values, check_spec
+
     where = name or id
     if not isinstance(cfg, dict):
         raise FitplanError(f"{where}: config.json must hold a JSON object")
+    check_config_values(cfg, where)
+    spec = _parse(cfg, where, id, name, source, published_total_params, notes, family)
+    return check_spec(spec, where)
+
+
+def _parse(
+    cfg: dict[str, Any],
+    where: str,
+    id: str,
+    name: str | None,
+    source: str,
+    published_total_params: int | None,
+    notes: str,
+    family: str | None,
+) -> ModelSpec:
     if "text_config" in cfg and "hidden_size" not in cfg:
         raise FitplanError(
             f"{where}: this is a multimodal config (it nests text_config)",
             "pass the text model's config.json, or raw numbers",
         )
-    model_type = str(cfg.get("model_type", "")).lower()
+    raw_type = cfg.get("model_type")
+    if raw_type is not None and not isinstance(raw_type, str):
+        raise FitplanError(f"{where}: model_type must be a name, got {excerpt(raw_type)}")
+    model_type = (raw_type or "").strip().lower()
     caveats = ""
-    if not model_type:
-        if "n_embd" in cfg:
-            model_type = "gpt2"
-        elif "hidden_size" in cfg and "num_hidden_layers" in cfg:
-            model_type = "llama"
-            caveats = "config.json has no model_type: read as Llama-style."
-        else:
+    family_name = model_type
+    supported = f"supported: {', '.join(SUPPORTED_TYPES)}"
+    if family is not None:
+        chosen = family.strip().lower()
+        if chosen not in SUPPORTED_TYPES:
+            raise FitplanError(f"--family {excerpt(family)} is not a supported family", supported)
+        if model_type in SUPPORTED_TYPES and model_type != chosen:
             raise FitplanError(
-                f"{where}: config.json has no model_type",
-                'add "model_type" or pass raw numbers (--params, --layers, --hidden, --vocab)',
+                f"--family {chosen} contradicts the config's model_type '{model_type}'",
+                "leave out --family: the config names its family",
             )
+        if model_type != chosen:
+            caveats = (
+                f"model_type {excerpt(model_type or None)} read as {chosen} (--family {chosen})."
+            )
+        family_name = model_type or chosen
+        model_type = chosen
+    elif not model_type:
+        raise FitplanError(
+            f"{where}: config.json has no model_type",
+            f"{supported}; add --family NAME to read it as one, or pass raw numbers (--params …)",
+        )
+    elif model_type not in SUPPORTED_TYPES:
+        raise FitplanError(
+            f"{where}: model_type {excerpt(model_type)} is not supported",
+            f"{supported}; add --family NAME to read it as one, or pass raw numbers (--params …)",
+        )
     common: dict[str, Any] = {
         "caveats": caveats,
         "id": id,
@@ -94,24 +144,10 @@ def spec_from_hf_config(
     if model_type == "bert":
         return _bert(cfg, common, where)
     if model_type in LLAMA_LIKE:
-        return _llama_like(cfg, common, where, model_type)
-    if all(k in cfg for k in ("hidden_size", "intermediate_size", "num_hidden_layers")) and (
-        "num_attention_heads" in cfg
-    ):
-        if any(k in cfg for k in ("num_local_experts", "num_experts", "n_routed_experts")):
-            raise FitplanError(
-                f"{where}: model_type '{model_type}' is a mixture of experts fitplan does not model",
-                f"supported: {', '.join(SUPPORTED_TYPES)}; or pass raw numbers",
-            )
-        common["caveats"] = (
-            f"model_type '{model_type}' is not modelled exactly: read as Llama-style "
-            "(RMSNorm, gated MLP, rotary)."
+        return _llama_like(
+            cfg, common, where, model_type, family_name=family_name if family else None
         )
-        return _llama_like(cfg, common, where, "llama", family_name=model_type)
-    raise FitplanError(
-        f"{where}: model_type '{model_type}' is not supported",
-        f"supported: {', '.join(SUPPORTED_TYPES)}; or pass raw numbers (--params …)",
-    )
+    raise FitplanError(f"{where}: model_type {excerpt(model_type)} is not supported", supported)
 
 
 def _gpt2(cfg: dict[str, Any], common: dict[str, Any], where: str) -> ModelSpec:
@@ -125,7 +161,7 @@ def _gpt2(cfg: dict[str, Any], common: dict[str, Any], where: str) -> ModelSpec:
         layers=_positive("n_layer", _int(cfg, "n_layer", "num_hidden_layers", where=where), where),
         heads=heads,
         kv_heads=heads,
-        head_dim=hidden // heads,
+        head_dim=_per_head(hidden, heads, where),
         intermediate=int(inner) if inner else 4 * hidden,
         vocab=_positive("vocab_size", _int(cfg, "vocab_size", where=where), where),
         max_position=_int(cfg, "n_positions", "max_position_embeddings", where=where, default=1024),
@@ -160,7 +196,7 @@ def _opt(cfg: dict[str, Any], common: dict[str, Any], where: str) -> ModelSpec:
         layers=_positive("num_hidden_layers", _int(cfg, "num_hidden_layers", where=where), where),
         heads=heads,
         kv_heads=heads,
-        head_dim=hidden // heads,
+        head_dim=_per_head(hidden, heads, where),
         intermediate=_int(cfg, "ffn_dim", where=where, default=4 * hidden),
         vocab=_int(cfg, "vocab_size", where=where),
         max_position=max_pos,
@@ -205,7 +241,7 @@ def _falcon(cfg: dict[str, Any], common: dict[str, Any], where: str) -> ModelSpe
         ),
         heads=heads,
         kv_heads=kv,
-        head_dim=hidden // heads,
+        head_dim=_per_head(hidden, heads, where),
         intermediate=_int(cfg, "ffn_hidden_size", where=where, default=4 * hidden),
         vocab=_int(cfg, "vocab_size", where=where),
         max_position=_int(cfg, "max_position_embeddings", where=where, default=2048),
@@ -240,7 +276,7 @@ def _t5(cfg: dict[str, Any], common: dict[str, Any], where: str, model_type: str
         encoder_layers=enc,
         heads=heads,
         kv_heads=heads,
-        head_dim=_int(cfg, "d_kv", where=where, default=d_model // heads),
+        head_dim=_int(cfg, "d_kv", where=where, default=0) or _per_head(d_model, heads, where),
         intermediate=_int(cfg, "d_ff", where=where),
         vocab=_int(cfg, "vocab_size", where=where),
         max_position=None,
@@ -269,7 +305,7 @@ def _bert(cfg: dict[str, Any], common: dict[str, Any], where: str) -> ModelSpec:
         layers=_positive("num_hidden_layers", _int(cfg, "num_hidden_layers", where=where), where),
         heads=heads,
         kv_heads=heads,
-        head_dim=hidden // heads,
+        head_dim=_per_head(hidden, heads, where),
         intermediate=_int(cfg, "intermediate_size", where=where),
         vocab=_int(cfg, "vocab_size", where=where),
         max_position=max_pos,
@@ -392,25 +428,20 @@ def _llama_like(
     return ModelSpec(**common, **kwargs)
 
 
-def load_config_file(path: str | Path) -> ModelSpec:
+def load_config_file(path: str | Path, family: str | None = None) -> ModelSpec:
     """Read a ``config.json`` from disk; every failure is one clear FitplanError."""
     p = Path(path)
-    if p.is_dir():
-        p = p / "config.json"
     try:
-        text = p.read_text(encoding="utf-8")
-    except FileNotFoundError:
+        if p.is_dir():
+            p = p / "config.json"
+    except (OSError, ValueError) as err:
+        raise FitplanError(f"cannot read {excerpt(str(p))}: {err}") from None
+    if not p.exists() and not p.is_symlink():
         raise FitplanError(
-            f"no such file: {p}", "give a catalog name (fitplan models) or a path to config.json"
-        ) from None
-    except (OSError, UnicodeDecodeError) as err:
-        raise FitplanError(f"cannot read {p}: {err.__class__.__name__}: {err}") from None
-    try:
-        cfg = json.loads(text)
-    except json.JSONDecodeError as err:
-        raise FitplanError(
-            f"{p} is not valid JSON (line {err.lineno}, column {err.colno}: {err.msg})",
-            "pass a Hugging Face config.json",
-        ) from None
+            f"no such file: {shown_path(p)}",
+            "give a catalog name (fitplan models) or a path to config.json",
+        )
+    text = read_text(p, "config.json")
+    cfg = strict_json(text, shown_path(p))
     stem = p.parent.name if p.name == "config.json" and p.parent.name else p.stem
-    return spec_from_hf_config(cfg, id=stem, name=str(p))
+    return spec_from_hf_config(cfg, id=stem, name=str(p), family=family)

@@ -114,8 +114,17 @@ def raw_model(
     ):
         if value is not None and value <= 0:
             raise FitplanError(f"{flag} must be positive, got {value}")
+    if heads is not None and hidden is None:
+        raise FitplanError("--heads needs --hidden (the heads split the hidden size)")
+    if heads is not None and hidden is not None and hidden % heads:
+        raise FitplanError(
+            f"--hidden {hidden} is not divisible by --heads {heads}",
+            "each head takes hidden / heads elements",
+        )
     h = hidden or 1
     n_heads = heads or max(1, h // 128)
+    while h % n_heads:  # the default head count (128-wide heads) must divide too
+        n_heads -= 1
     notes = "raw numbers: weights/gradients/optimizer from the totals as given"
     if not (layers and hidden):
         notes += "; no --layers/--hidden, so activations are not estimated"
@@ -123,37 +132,56 @@ def raw_model(
         notes += (
             "; activations from Korthikanti's GPT layer (34·h bytes per token per layer in 16-bit)"
         )
-    return ModelSpec(
-        id=f"raw-{params:.3g}",
-        name=f"raw model ({params:.4g} parameters)",
-        family="raw",
-        arch="raw",
-        hidden=h,
-        layers=layers or 1,
-        heads=n_heads,
-        kv_heads=n_heads,
-        head_dim=max(1, h // n_heads),
-        intermediate=4 * h,
-        vocab=vocab or 1,
-        gated_mlp=False,
-        activation="gelu",
-        norm="layernorm",
-        raw_params=round(params),
-        raw_trainable_params=round(trainable_params) if trainable_params is not None else None,
-        caveats=notes,
+    from constraints.spec_checks import check_spec
+
+    return check_spec(
+        ModelSpec(
+            id=f"raw-{params:.3g}",
+            name=f"raw model ({params:.4g} parameters)",
+            family="raw",
+            arch="raw",
+            hidden=h,
+            layers=layers or 1,
+            heads=n_heads,
+            kv_heads=n_heads,
+            head_dim=max(1, h // n_heads),
+            intermediate=4 * h,
+            vocab=vocab or 1,
+            gated_mlp=False,
+            activation="gelu",
+            norm="layernorm",
+            raw_params=round(params),
+            raw_trainable_params=round(trainable_params) if trainable_params is not None else None,
+            caveats=notes,
+        ),
+        "raw numbers",
     )
 
 
-def resolve_model(name_or_path: str) -> ModelSpec:
-    """A catalog id/alias (case-insensitive) or a path to a config.json (or its folder)."""
+def resolve_model(name_or_path: str, family: str | None = None) -> ModelSpec:
+    """A catalog id/alias (case-insensitive) or a path to a config.json (or its folder).
+    ``family`` reads a config.json with a missing or unknown model_type as that family."""
+    from constraints.limits import excerpt
+
+    if len(name_or_path) > 4096 or "\x00" in name_or_path:
+        raise FitplanError(f"--model {excerpt(name_or_path)} is not a model name or a path")
     text = name_or_path.strip()
     if not text:
         raise FitplanError(
             "--model is empty", "name a catalog model (fitplan models) or a config.json path"
         )
     if text.lower() in _catalog_index():
+        if family is not None:
+            raise FitplanError(
+                f"--family does nothing with the catalog model {text}: it names its family",
+                "--family applies to a config.json path",
+            )
         return catalog_model(text)
-    p = Path(text).expanduser()
-    if p.exists() or p.suffix == ".json":
-        return load_config_file(p)
+    try:
+        p = Path(text).expanduser()
+        is_path = p.exists() or p.is_symlink() or p.suffix == ".json"
+    except (OSError, ValueError, RuntimeError):  # a bad path, '~nobody'
+        p, is_path = Path(text), False
+    if is_path:
+        return load_config_file(p, family=family)
     raise unknown_name("model", text, catalog_ids(), "fitplan models")

@@ -31,20 +31,23 @@ _SIZE_RE = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:e[+-]?[0-9]+)?)\s*([a-z]+)\s*$", 
 
 def parse_size(text: str) -> int:
     """'24GiB' -> 25769803776, '16GB' -> 16000000000. The unit is required: GB and GiB differ by 7 %."""
-    m = _SIZE_RE.match(text)
+    m = _SIZE_RE.match(text) if len(text) <= 60 else None
     if not m or m.group(2).lower() not in _SIZE_UNITS:
+        shown = text if len(text) <= 60 else text[:59] + "…"
         raise FitplanError(
-            f"cannot read the size '{text}'",
+            f"cannot read the size '{shown}'",
             "write a number and a unit, e.g. 24GiB, 16GB, 81920MiB",
         )
     value = float(m.group(1)) * _SIZE_UNITS[m.group(2).lower()]
+    if not value < 1e30:  # inf and absurd sizes: callers bound the range in their unit
+        raise FitplanError(f"size '{text.strip()}' is absurdly large")
     if value <= 0:
         raise FitplanError(f"size '{text}' must be positive")
     return round(value)
 
 
 def looks_like_size(text: str) -> bool:
-    m = _SIZE_RE.match(text)
+    m = _SIZE_RE.match(text) if len(text) <= 60 else None
     return bool(m and m.group(2).lower() in _SIZE_UNITS)
 
 

@@ -1,41 +1,113 @@
-"""Writing files the way a careful tool does: atomically, never clobbering without --force."""
+"""The one writer: every file any command writes goes through :func:`write_outputs`.
+
+- atomic: each file is written to a temporary file beside it, then renamed into place, so a reader
+  never sees half a file;
+- never overwriting: an existing file is refused unless ``force``, before anything is written;
+- all or nothing across every file of one command (the launch files and the CSV beside them): if
+  any step fails, files already renamed are removed, overwritten ones restored, appended ones
+  truncated back and folders this call created removed;
+- appends (``Output(append=True)``, for a CSV) check the header of the existing file and add a
+  missing final newline before the new rows, without rewriting a single existing byte.
+
+:func:`check_outputs` runs the same refusals without writing: commands call it before their work.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import tempfile
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from constraints.errors import FitplanError
+from constraints.limits import MAX_FILE_BYTES, excerpt
 
 
-def atomic_write_text(path: str | Path, text: str, *, force: bool = True) -> Path:
-    """Write ``text`` to ``path`` through a temporary file in the same folder and a rename, so a
-    reader never sees half a file. With ``force=False`` an existing file is an error."""
-    p = Path(path)
-    if p.exists() and not force:
-        raise FitplanError(f"{p} exists", "pass --force to overwrite it")
-    if p.is_dir():
-        raise FitplanError(f"{p} is a directory", "give a file name")
-    parent = p.parent if str(p.parent) else Path(".")
-    if not parent.exists():
+@dataclass(frozen=True)
+class Output:
+    """One file a command writes.
+
+    ``append``: add ``text`` (rows without header) to the file; a missing file is created with
+    ``header`` first. ``make_folders``: create missing parent folders (a launch ``--out``).
+    """
+
+    path: Path
+    text: str
+    executable: bool = False
+    append: bool = False
+    header: str | None = None
+    make_folders: bool = False
+    flag: str = "the output"
+
+
+def _shown(p: Path) -> str:
+    text = str(p)
+    return text if len(text) <= 80 else excerpt(text, 80)[1:-1]
+
+
+def check_outputs(outputs: Sequence[Output], force: bool) -> None:
+    """Every refusal :func:`write_outputs` would make from the file system as it is, none written."""
+    seen: set[str] = set()
+    for o in outputs:
+        p = o.path
+        if not p.name or p.name in (".", ".."):
+            raise FitplanError(f"{o.flag}: {_shown(p)} is not a file name")
+        try:
+            key = os.path.realpath(p)
+        except (OSError, ValueError) as err:
+            raise FitplanError(f"{o.flag}: bad path {_shown(p)}: {err}") from None
+        if key in seen:
+            raise FitplanError(f"{o.flag}: {_shown(p)} would be written twice by one command")
+        seen.add(key)
+        try:
+            is_dir, exists = p.is_dir(), p.exists() or p.is_symlink()
+        except (OSError, ValueError) as err:
+            raise FitplanError(f"{o.flag}: bad path {_shown(p)}: {err}") from None
+        if is_dir:
+            raise FitplanError(f"{o.flag}: {_shown(p)} is a folder", "give a file name")
+        if exists and not p.is_file():
+            raise FitplanError(f"{o.flag}: {_shown(p)} exists and is not a regular file")
+        if exists and not o.append and not force:
+            raise FitplanError(f"{_shown(p)} exists", "pass --force to overwrite it")
+        if exists and o.append:
+            _check_append_target(o)
+        parent = _parent(p)
+        ancestor = parent
+        while not ancestor.exists() and ancestor != ancestor.parent:
+            ancestor = ancestor.parent
+        if ancestor != parent and not o.make_folders:
+            raise FitplanError(
+                f"{o.flag}: the folder {_shown(parent)} does not exist",
+                "create it first or choose another path",
+            )
+        if not ancestor.is_dir():
+            raise FitplanError(
+                f"{o.flag}: cannot create folder {_shown(parent)}: {_shown(ancestor)} is a file"
+            )
+        if not os.access(ancestor, os.W_OK | os.X_OK):
+            raise FitplanError(f"{o.flag}: cannot write in {_shown(ancestor)}: permission denied")
+
+
+def _parent(p: Path) -> Path:
+    return p.parent if str(p.parent) else Path(".")
+
+
+def _check_append_target(o: Output) -> None:
+    """An existing CSV we append to: UTF-8 text whose first line is our header."""
+    from constraints.limits import read_text
+
+    p = o.path
+    if p.stat().st_size == 0:
+        return
+    text = read_text(p, "CSV file", max_bytes=MAX_FILE_BYTES)
+    first = text.splitlines()[0].strip() if text.strip() else ""
+    if o.header is not None and first != o.header.strip():
         raise FitplanError(
-            f"folder {parent} does not exist", "create it first or choose another path"
+            f"{_shown(p)} has other columns than this CSV (its header: {excerpt(first, 50)})",
+            "append to a CSV this command wrote, or give a new file",
         )
-    try:
-        fd, tmp = tempfile.mkstemp(dir=parent, prefix=f".{p.name}.", suffix=".tmp")
-    except OSError as err:
-        raise FitplanError(f"cannot write in {parent}: {err.strerror}") from None
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; give the usual permissions
-        os.replace(tmp, p)
-    except OSError as err:
-        Path(tmp).unlink(missing_ok=True)
-        raise FitplanError(f"cannot write {p}: {err.strerror}") from None
-    return p
 
 
 def _umask() -> int:
@@ -44,91 +116,108 @@ def _umask() -> int:
     return mask
 
 
-def atomic_write_files(
-    folder: str | Path,
-    files: Sequence[tuple[str, str, bool]],
-    *,
-    force: bool = False,
-) -> list[Path]:
-    """Write several files into ``folder`` all or none: (name, text, executable) each.
-
-    The folder is created if missing. Existing files are an error before anything is written
-    (unless ``force``). Every file goes to a temporary file first; only when all are written are
-    they renamed into place. If anything fails, the temporary files, the files already renamed and
-    the folders this call created are removed, and overwritten files are restored.
-    """
-    root = Path(folder)
-    names = [name for name, _text, _x in files]
-    for name in names:
-        if not name or "/" in name or name in (".", ".."):
-            raise FitplanError(f"bad file name {name!r}")
-    if len(set(names)) != len(names):
-        raise FitplanError("the same file name twice in one emission")
-    if root.exists() and not root.is_dir():
-        raise FitplanError(f"{root} is a file, not a folder", "give --out a folder")
-    created: list[Path] = []
-    if not root.exists():
-        p = root
-        while not p.exists() and p != p.parent:
-            created.append(p)
-            p = p.parent
-        try:
-            root.mkdir(parents=True)
-        except OSError as err:
-            raise FitplanError(f"cannot create folder {root}: {err.strerror or err}") from None
-
-    def remove_created() -> None:
-        for d in created:  # deepest first
-            try:
-                d.rmdir()
-            except OSError:
-                break
-
-    targets = [root / name for name in names]
-    clash = [t for t in targets if t.is_dir()]
-    existing = [t for t in targets if t.exists() and not t.is_dir()]
-    if clash or (existing and not force):
-        remove_created()
-        if clash:
-            raise FitplanError(f"{clash[0]} is a folder", "choose another --out")
-        more = f" and {len(existing) - 1} more" if len(existing) > 1 else ""
-        raise FitplanError(f"{existing[0]}{more} exists", "pass --force to overwrite")
-    if not os.access(root, os.W_OK | os.X_OK):
-        remove_created()
-        raise FitplanError(f"cannot write in {root}: permission denied")
-    mask = _umask()
-    temps: list[Path] = []
-    try:
-        for name, text, executable in files:
-            fd, tmp = tempfile.mkstemp(dir=root, prefix=f".{name}.", suffix=".tmp")
-            temps.append(Path(tmp))
-            with os.fdopen(fd, "w", encoding="utf-8") as f:
-                f.write(text)
-            os.chmod(tmp, (0o777 if executable else 0o666) & ~mask)
-    except OSError as err:
-        for t in temps:
-            t.unlink(missing_ok=True)
-        remove_created()
-        raise FitplanError(f"cannot write in {root}: {err.strerror or err}") from None
-    done: list[Path] = []
+def write_outputs(outputs: Sequence[Output], *, force: bool = False) -> list[Path]:
+    """Write every output, all or none (see the module docstring). Returns the paths."""
+    check_outputs(outputs, force)
+    created: list[Path] = []  # folders this call made, deepest first
+    temps: list[tuple[Path, Output]] = []
+    renamed: list[Path] = []
     backups: dict[Path, Path] = {}
+    appended: list[tuple[Path, int]] = []
+    mask = _umask()
     try:
-        for tmp_path, target in zip(temps, targets, strict=True):
+        for o in outputs:
+            _make_folders(_parent(o.path), created)
+        for o in outputs:
+            if o.append and o.path.exists() and o.path.stat().st_size > 0:
+                continue
+            text = (o.header.rstrip("\n") + "\n" + o.text) if o.append and o.header else o.text
+            fd, tmp = tempfile.mkstemp(
+                dir=_parent(o.path), prefix=f".{o.path.name}.", suffix=".tmp"
+            )
+            temps.append((Path(tmp), o))
+            with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
+                f.write(text)
+            os.chmod(tmp, (0o777 if o.executable else 0o666) & ~mask)
+        for tmp_path, o in temps:
+            target = o.path
             if target.exists():
                 backup = target.with_name(f".{target.name}.fitplan-old")
                 os.replace(target, backup)
                 backups[target] = backup
             os.replace(tmp_path, target)
-            done.append(target)
+            renamed.append(target)
+        for o in outputs:
+            if o.path in renamed:
+                continue
+            size = o.path.stat().st_size
+            with o.path.open("rb") as f:
+                f.seek(max(0, size - 1))
+                last = f.read(1)
+            appended.append((o.path, size))
+            with o.path.open("ab") as f:
+                f.write((b"\n" if last not in (b"\n", b"") else b"") + o.text.encode("utf-8"))
     except OSError as err:
-        for t in done:
+        failed = Path(err.filename) if err.filename else _parent(outputs[0].path)
+        for p, size in appended:
+            with contextlib.suppress(OSError):
+                os.truncate(p, size)
+        for t in renamed:
             t.unlink(missing_ok=True)
         for t, backup in backups.items():
             os.replace(backup, t)
-        for t in temps:
-            t.unlink(missing_ok=True)
-        remove_created()
-        raise FitplanError(f"cannot write in {root}: {err.strerror or err}") from None
+        for tmp_path, _o in temps:
+            tmp_path.unlink(missing_ok=True)
+        for d in created:
+            try:
+                d.rmdir()
+            except OSError:
+                break
+        raise FitplanError(f"cannot write in {_shown(failed)}: {err.strerror or err}") from None
     for backup in backups.values():
         backup.unlink(missing_ok=True)
-    return targets
+    return [o.path for o in outputs]
+
+
+def _make_folders(folder: Path, created: list[Path]) -> None:
+    missing: list[Path] = []
+    p = folder
+    while not p.exists() and p != p.parent:
+        missing.append(p)
+        p = p.parent
+    for d in reversed(missing):
+        d.mkdir()
+        created.insert(0, d)
+
+
+def atomic_write_text(
+    path: str | Path, text: str, *, force: bool = True, flag: str = "the output"
+) -> Path:
+    """One file, through :func:`write_outputs`."""
+    return write_outputs([Output(Path(path), text, flag=flag)], force=force)[0]
+
+
+def folder_outputs(folder: str | Path, files: Sequence[tuple[str, str, bool]]) -> list[Output]:
+    """(name, text, executable) files inside ``folder`` (created if missing) as outputs."""
+    root = Path(folder)
+    for name, _text, _x in files:
+        if not name or "/" in name or name in (".", ".."):
+            raise FitplanError(f"bad file name {excerpt(name)}")
+    if root.exists() and not root.is_dir():
+        raise FitplanError(f"{_shown(root)} is a file, not a folder", "give --out a folder")
+    return [
+        Output(root / name, text, executable=x, make_folders=True, flag="--out")
+        for name, text, x in files
+    ]
+
+
+def atomic_write_files(
+    folder: str | Path,
+    files: Sequence[tuple[str, str, bool]],
+    *,
+    force: bool = False,
+    also: Sequence[Output] = (),
+) -> list[Path]:
+    """Several files into ``folder`` (and ``also`` elsewhere, e.g. a CSV), all or none."""
+    outputs = folder_outputs(folder, files)
+    return write_outputs([*outputs, *also], force=force)[: len(outputs)]

@@ -14,6 +14,76 @@ NO_MODEL_HINT = (
     "--params 7e9; e.g. fitplan explain --model llama-3.1-8b --gpu rtx-4090 --method qlora"
 )
 DEFAULT_SEQ_LEN = 2048
+#: GPUs per node when --gpus-per-node is not given (DGX/HGX servers hold 8)
+DEFAULT_GPUS_PER_NODE = 8
+
+
+def check_layout_args(args: argparse.Namespace) -> None:
+    """GPU-count flags that contradict each other, refused before any work."""
+    gpus, per_node = getattr(args, "gpus", None), getattr(args, "gpus_per_node", None)
+    max_gpus = getattr(args, "max_gpus", None)
+    if gpus is not None and per_node is not None and gpus > per_node and gpus % per_node:
+        raise FitplanError(
+            f"--gpus {gpus} is not a whole number of nodes of --gpus-per-node {per_node}",
+            f"use a multiple of {per_node}, or at most {per_node} GPUs",
+        )
+    if gpus is not None and max_gpus is not None and max_gpus > gpus:
+        raise FitplanError(
+            f"--max-gpus {max_gpus} is more than --gpus {gpus}: it would do nothing",
+            "--max-gpus caps the GPUs the search may use out of --gpus",
+        )
+
+
+PRICE_ONLY_IN_SEARCH = "this command reports no cost; fitplan search ranks by it"
+
+
+def refuse_unused(args: argparse.Namespace, unused: dict[str, str]) -> None:
+    """Flags given to a command (or mode) where they change nothing: refused, with the reason."""
+    for name, reason in unused.items():
+        value = getattr(args, name, None)
+        if value is not None and value is not False:
+            raise FitplanError(f"--{name.replace('_', '-')} does nothing here: {reason}")
+
+
+def check_fits_args(args: argparse.Namespace) -> None:
+    refuse_unused(args, {"price": PRICE_ONLY_IN_SEARCH})
+
+
+def check_explain_args(args: argparse.Namespace) -> None:
+    refuse_unused(args, {"price": PRICE_ONLY_IN_SEARCH})
+
+
+def check_search_args(args: argparse.Namespace) -> None:
+    """Everything ``fitplan search`` can refuse from its arguments alone (nothing is computed)."""
+    check_layout_args(args)
+    strategy = getattr(args, "strategy", "exhaustive")
+    if strategy == "exhaustive":
+        for flag in ("storage", "study_name", "trials", "seed"):
+            if getattr(args, flag, None) is not None:
+                raise FitplanError(
+                    f"--{flag.replace('_', '-')} does nothing with the exhaustive strategy (it evaluates every "
+                    "configuration, exactly)",
+                    "add --strategy optuna, or leave it out",
+                )
+    if getattr(args, "storage", None) is not None:
+        from searcher.search.storage import check_storage_url
+
+        check_storage_url(args.storage)
+    elif getattr(args, "study_name", None) is not None:
+        raise FitplanError("--study-name does nothing without --storage (the study is in memory)")
+    if getattr(args, "json", False) and getattr(args, "top", None) is not None:
+        raise FitplanError(
+            "--top does nothing with --json: the JSON holds the whole front",
+            "leave out --top, or --json",
+        )
+    if getattr(args, "force", False) and not (
+        getattr(args, "csv", None) or getattr(args, "emit", None)
+    ):
+        raise FitplanError("--force does nothing: this search writes no file (add --csv or --emit)")
+    if getattr(args, "lora_alpha", None) is not None and not getattr(args, "emit", None):
+        raise FitplanError(
+            "--lora-alpha only applies to the launch files: add --emit FORMAT --out DIR"
+        )
 
 
 def model_from_args(args: argparse.Namespace) -> ModelSpec:
@@ -29,7 +99,11 @@ def model_from_args(args: argparse.Namespace) -> ModelSpec:
             raise FitplanError(
                 f"{', '.join(extra)} only apply to raw numbers (--params), not to --model"
             )
-        return resolve_model(args.model)
+        return resolve_model(args.model, family=getattr(args, "family", None))
+    if getattr(args, "family", None) is not None:
+        raise FitplanError(
+            "--family applies to a config.json given with --model, not to raw numbers"
+        )
     if raw_flags["params"] is not None:
         return raw_model(
             raw_flags["params"],
@@ -163,6 +237,7 @@ def parallel_layout(gpus: int | None, tp: int, pp: int) -> int:
 def explain_config(args: argparse.Namespace):
     from constraints.config import TrainConfig
 
+    check_explain_args(args)
     spec = model_from_args(args)
     gpu = gpu_from_args(args)
     headroom = headroom_from_args(args)
@@ -202,7 +277,8 @@ def search_problem(args: argparse.Namespace, spec=None, gpu=None):
         max_gpus = min(gpus, args.max_gpus) if args.gpus is not None else args.max_gpus
     if args.target_batch is None or args.target_batch < 1:
         raise FitplanError(f"--target-batch must be at least 1 sequence, got {args.target_batch}")
-    if getattr(args, "gpus_per_node", 8) < 1:
+    gpus_per_node = getattr(args, "gpus_per_node", None) or DEFAULT_GPUS_PER_NODE
+    if gpus_per_node < 1:
         raise FitplanError("--gpus-per-node must be at least 1")
     return SearchProblem(
         model=spec,
@@ -212,6 +288,6 @@ def search_problem(args: argparse.Namespace, spec=None, gpu=None):
         seq_len=seq_len,
         headroom=headroom_from_args(args),
         cpu_ram_per_node=parse_size(args.cpu_ram) if args.cpu_ram else DEFAULT_CPU_RAM_PER_NODE,
-        gpus_per_node=getattr(args, "gpus_per_node", 8),
+        gpus_per_node=gpus_per_node,
         pins=pins,
     )

@@ -11,3 +11,69 @@ DATA = Path(__file__).resolve().parent / "data"
 @pytest.fixture(scope="session")
 def root() -> Path:
     return ROOT
+
+
+# ---- the hostile-input contract (issue 14) -------------------------------------------------
+
+#: a refusal is one line of at most this many characters
+MAX_REFUSAL_CHARS = 500
+#: a refusal comes back within this many seconds (a hang is a failure, not a slow test)
+REFUSAL_TIMEOUT_S = 60
+
+
+def snapshot(folder: Path) -> dict[str, bytes]:
+    """Every file under ``folder`` and its bytes (to prove a refusal changed nothing)."""
+    return {
+        str(p.relative_to(folder)): p.read_bytes()
+        for p in sorted(folder.rglob("*"))
+        if p.is_file() or (p.is_symlink() and p.exists())
+    } | {str(p.relative_to(folder)) + "/": b"" for p in folder.rglob("*") if p.is_dir()}
+
+
+class Refusal:
+    """Run the CLI in-process and assert the contract: exit 2, one short line on stderr that
+    starts ``fitplan: error:``, no traceback, nothing on stdout, no file under ``folder`` changed,
+    and an answer within REFUSAL_TIMEOUT_S (SIGALRM)."""
+
+    def __init__(self, capsys: pytest.CaptureFixture[str]) -> None:
+        self.capsys = capsys
+
+    def __call__(self, argv: list[str], folder: Path | None = None, needle: str = "") -> str:
+        import signal
+
+        from searcher.cli import main
+
+        before = snapshot(folder) if folder else {}
+        self.capsys.readouterr()
+
+        def hang(_signum: int, _frame: object) -> None:
+            raise TimeoutError(f"no answer within {REFUSAL_TIMEOUT_S} s: {argv!r:.200}")
+
+        old = signal.signal(signal.SIGALRM, hang)
+        signal.alarm(REFUSAL_TIMEOUT_S)
+        try:
+            try:
+                code = main(argv)
+            except SystemExit as stop:
+                code = stop.code if isinstance(stop.code, int) else 2
+        finally:
+            signal.alarm(0)
+            signal.signal(signal.SIGALRM, old)
+        out, err = self.capsys.readouterr()
+        lines = [ln for ln in err.splitlines() if ln.strip()]
+        shown = f"argv={argv!r:.300} stderr={err[:600]!r}"
+        assert code == 2, shown
+        assert "Traceback" not in err, shown
+        assert len(lines) == 1, shown
+        assert lines[0].startswith("fitplan: error:"), shown
+        assert len(lines[0]) <= MAX_REFUSAL_CHARS, shown
+        assert out == "", shown
+        if folder:
+            assert snapshot(folder) == before, f"files changed: {shown}"
+        assert needle.lower() in lines[0].lower(), shown
+        return lines[0]
+
+
+@pytest.fixture
+def refuse(capsys: pytest.CaptureFixture[str]) -> Refusal:
+    return Refusal(capsys)

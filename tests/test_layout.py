@@ -113,9 +113,11 @@ LAYERS: dict[str, tuple[str, ...]] = {
     "searcher.search": ("searcher.search",),
     "searcher.terminal": ("searcher.terminal",),
     "searcher.files": ("searcher.files",),
-    "searcher.inputs": ("searcher.inputs", "searcher.search"),
+    "searcher.validate": ("searcher.validate",),
+    "searcher.inputs": ("searcher.inputs", "searcher.search", "searcher.validate"),
     "searcher.truth": (
         "searcher.truth",
+        "searcher.validate",
         "searcher.search",
         "searcher.inputs",
         "searcher.terminal",
@@ -123,6 +125,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
     ),
     "searcher.emitters": (
         "searcher.emitters",
+        "searcher.validate",
         "searcher.search",
         "searcher.files",
         "searcher.inputs",
@@ -130,6 +133,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
     ),
     "searcher.fleet": (
         "searcher.fleet",
+        "searcher.validate",
         "searcher.search",
         "searcher.files",
         "searcher.terminal",
@@ -138,6 +142,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
     "searcher.report": ("searcher.report", "searcher.search", "searcher.files"),
     "searcher.scenarios": (
         "searcher.scenarios",
+        "searcher.validate",
         "searcher.search",
         "searcher.fleet",
         "searcher.inputs",

@@ -154,14 +154,22 @@ def run_cli_search(args: argparse.Namespace):
 
     problem = search_problem(args)
     strategy = make_strategy(
-        args.strategy, trials=args.trials, seed=args.seed, storage=args.storage
+        args.strategy,
+        trials=args.trials,
+        seed=args.seed,
+        storage=args.storage,
+        study_name=getattr(args, "study_name", None),
     )
     with progress_reporter("searching") as progress:
         return run_search(problem, strategy, progress, rank_by=args.rank_by)
 
 
 def cmd_search(args: argparse.Namespace) -> int:
-    from searcher.cli.render import print_search, write_front_csv
+    from pathlib import Path
+
+    from searcher.cli.render import front_csv_text, print_search
+    from searcher.files import Output, check_outputs, write_outputs
+    from searcher.inputs import check_search_args
     from searcher.search.views import result_json
 
     if not args.model and args.params is None:
@@ -169,10 +177,7 @@ def cmd_search(args: argparse.Namespace) -> int:
 
         sys.stderr.write("fitplan search needs a model. For example:\n" + EXAMPLES)
         return 2
-    if args.tokens is not None and args.tokens <= 0:
-        raise FitplanError(f"--tokens must be positive, got {args.tokens}")
-    if args.top is not None and args.top < 1:
-        raise FitplanError(f"--top must be at least 1, got {args.top}")
+    check_search_args(args)
     if args.emit or args.out or args.pick is not None:
         from searcher.emitters.commands import check_emit_args
 
@@ -181,23 +186,30 @@ def cmd_search(args: argparse.Namespace) -> int:
         from searcher.report.page import check_page_path
 
         check_page_path(args.report, args.force)
+    if args.csv:
+        check_outputs([Output(Path(args.csv), "", flag="--csv")], args.force)
     result = run_cli_search(args)
+    outputs = (
+        [Output(Path(args.csv), front_csv_text(result, args.tokens), flag="--csv")]
+        if args.csv
+        else []
+    )
     if args.report:
-        from searcher.report.page import write_page
+        from searcher.report.page import page_html
         from searcher.report.search import search_page_data
 
-        path = write_page(search_page_data(result, args.argv), args.report, force=args.force)
-        sys.stderr.write(f"page written to {path}\n")
-    if args.csv:
-        write_front_csv(result, args.csv, args.tokens)
+        page = page_html(search_page_data(result, args.argv))
+        outputs.append(Output(Path(args.report), page, flag="--report"))
     if args.json:
         _dump(result_json(result, args.tokens))
     else:
-        print_search(result, args.top, args.tokens)
+        print_search(result, args.top or 10, args.tokens)
     if args.emit:
         from searcher.emitters.commands import emit_from_search
 
-        return emit_from_search(args, result)
+        return emit_from_search(args, result, also=outputs)
+    if outputs:
+        write_outputs(outputs, force=args.force)
     return 0 if result.front else 1
 
 
@@ -206,22 +218,28 @@ def cmd_fits(args: argparse.Namespace) -> int:
     from constraints.units import parse_size
     from searcher.cli.fits import fits_table
     from searcher.cli.render import print_fits
-    from searcher.inputs import gpu_from_args, headroom_from_args
+    from searcher.inputs import check_fits_args, gpu_from_args, headroom_from_args
     from searcher.terminal import progress_reporter
 
+    check_fits_args(args)
     gpu = gpu_from_args(args)
     if args.seq_len is None or args.seq_len < 1:
         raise FitplanError(f"--seq-len must be positive, got {args.seq_len}")
     if args.target_batch < 1:
         raise FitplanError(f"--target-batch must be at least 1, got {args.target_batch}")
-    specs = [resolve_model(m) for m in (args.models or catalog_ids())]
+    if args.family is not None and not args.models:
+        raise FitplanError("--family applies to config.json paths given with --models")
+    specs = [
+        resolve_model(m, family=args.family) if args.family else resolve_model(m)
+        for m in dict.fromkeys(args.models or catalog_ids())
+    ]
     with progress_reporter("checking models") as progress:
         rows = fits_table(
             specs,
             gpu,
             seq_len=args.seq_len,
             target_batch=args.target_batch,
-            gpus=args.gpus or 1,
+            gpus=args.gpus if args.gpus is not None else 1,
             headroom=headroom_from_args(args),
             cpu_ram=parse_size(args.cpu_ram) if args.cpu_ram else None,
             progress=progress,

@@ -17,7 +17,9 @@ def user_message(err: BaseException) -> str | None:
         cause = first.get("ctx", {}).get("error") if first.get("type") == "value_error" else None
         if isinstance(cause, FitplanError):
             return str(cause)
-        return f"{flag}: {first.get('msg', 'invalid value')} (got {first.get('input')!r})"
+        from constraints.limits import excerpt
+
+        return f"{flag}: {first.get('msg', 'invalid value')} (got {excerpt(first.get('input'))})"
     if isinstance(err, OSError) and err.filename:
         return f"{err.strerror or err}: {err.filename}"
     return None

@@ -6,7 +6,9 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from constraints import limits as L
 from constraints.errors import FitplanError
+from searcher.validate import integer
 
 FLEET_EXAMPLES = """\
 examples:
@@ -33,6 +35,7 @@ def register(subparsers: Any) -> None:
     p.add_argument(
         "--report", metavar="HTML", help="write a self-contained HTML report with charts"
     )
+    p.add_argument("--force", action="store_true", help="overwrite the --report file if it exists")
     p.add_argument(
         "--solver",
         default="milp",
@@ -41,7 +44,7 @@ def register(subparsers: Any) -> None:
     )
     p.add_argument(
         "--workers",
-        type=int,
+        type=integer(L.WORKERS),
         default=None,
         help="processes for the searches (default: one per CPU)",
     )
@@ -58,18 +61,20 @@ def cmd_fleet(args: argparse.Namespace) -> int:
 
     if args.workers is not None and args.workers < 1:
         raise FitplanError(f"--workers must be at least 1, got {args.workers}")
+    if args.force and not args.report:
+        raise FitplanError("--force does nothing without --report (nothing else is written)")
     if args.report:
         from searcher.fleet.report import check_report_path, require_matplotlib
 
         require_matplotlib()
-        check_report_path(args.report)
+        check_report_path(args.report, force=args.force)
     fleet = load_fleet(args.file)
     with progress_reporter("searching job × pool") as progress:
         plan = plan_fleet(fleet, solver=args.solver, workers=args.workers, progress=progress)
     if args.report:
         from searcher.fleet.report import write_report
 
-        path = write_report(plan, args.report)
+        path = write_report(plan, args.report, force=args.force)
         sys.stderr.write(f"report written to {path}\n")
     if args.json:
         sys.stdout.write(json.dumps(plan_json(plan), indent=2, default=str) + "\n")

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import argparse
 
+from constraints import limits as L
 from searcher.emitters import format_names
+from searcher.validate import integer
 
 LAUNCH_EXAMPLES = """\
 examples:
@@ -38,7 +40,7 @@ def _common(g: argparse._ArgumentGroup, *, required: bool) -> None:
     g.add_argument("--force", action="store_true", help="overwrite files that exist")
     g.add_argument(
         "--lora-alpha",
-        type=int,
+        type=integer(L.LORA_ALPHA),
         metavar="N",
         help="LoRA alpha (fitplan has no alpha knob; default 2 × rank)",
     )
@@ -56,7 +58,10 @@ def add_emit_args(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("launch config (write the files that run a pick of the front)")
     _common(g, required=False)
     g.add_argument(
-        "--pick", type=int, metavar="N", help="front member to emit, 1 = cheapest (default 1)"
+        "--pick",
+        type=integer(L.ROWS),
+        metavar="N",
+        help="front member to emit, 1 = cheapest (default 1)",
     )
 
 
@@ -76,7 +81,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     _common(g, required=True)
     g.add_argument(
         "--pick",
-        type=int,
+        type=integer(L.ROWS),
         metavar="N",
         help="with a whole search result: the front member (default 1)",
     )
@@ -86,6 +91,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="the model, when the plan's is not in the catalog (its config.json)",
     )
     g.add_argument(
-        "--gpus-per-node", type=int, metavar="N", help="GPUs per node (default: the plan's, or 8)"
+        "--gpus-per-node",
+        type=integer(L.GPUS_PER_NODE),
+        metavar="N",
+        help="GPUs per node (default: the plan's, or 8)",
     )
     p.set_defaults(handler="searcher.emitters.commands:cmd_launch")

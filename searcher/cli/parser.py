@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from collections.abc import Callable, Sequence
 from typing import NoReturn
 
+from constraints import limits as L
+from searcher.cli.args import FAMILY_HELP, config_args, gpu_args, model_args, search_args
 from searcher.cli.fleet import register as register_fleet
 from searcher.cli.launch import add_emit_args
 from searcher.cli.launch import register as register_launch
 from searcher.cli.serve import register as register_serve
+from searcher.validate import integer, size
 
 EXAMPLES = """\
 examples:
@@ -34,129 +38,15 @@ class _Parser(argparse.ArgumentParser):
     """argparse, but a usage error is one line with a hint, exit code 2."""
 
     def error(self, message: str) -> NoReturn:
-        sys.stderr.write(f"fitplan: error: {message} (see `{self.prog} --help`)\n")
+        from searcher.validate import one_line
+
+        message = _LONG_QUOTE.sub(lambda m: m.group(0)[:60] + "…'", message)
+        sys.stderr.write(f"fitplan: error: {one_line(message)} (see `{self.prog} --help`)\n")
         raise SystemExit(2)
 
 
-def _model_args(p: argparse.ArgumentParser, required: bool = False) -> None:
-    g = p.add_argument_group("model (a catalog name or config.json, or raw numbers)")
-    g.add_argument(
-        "--model",
-        metavar="NAME|PATH",
-        help="catalog id (fitplan models) or a Hugging Face config.json",
-    )
-    g.add_argument("--params", type=float, help="raw: total parameters, e.g. 7e9")
-    g.add_argument("--trainable-params", type=float, help="raw: trainable (adapter) parameters")
-    g.add_argument("--layers", type=int, help="raw: transformer layers (for activations)")
-    g.add_argument("--hidden", type=int, help="raw: hidden size (for activations)")
-    g.add_argument("--vocab", type=int, help="raw: vocabulary size (for the logits)")
-    g.add_argument("--heads", type=int, help="raw: attention heads")
-
-
-def _gpu_args(p: argparse.ArgumentParser, default_gpu: str | None = "a100-80gb") -> None:
-    g = p.add_argument_group("hardware")
-    g.add_argument(
-        "--gpu",
-        default=default_gpu,
-        help="catalog id (fitplan gpus) or a size: 24GiB, 16GB (default: %(default)s)",
-    )
-    g.add_argument(
-        "--gpus", type=int, default=None, help="number of GPUs (default: 1, or tp×pp×dp)"
-    )
-    g.add_argument(
-        "--headroom", type=float, default=None, help="fraction of capacity kept free (default 0.1)"
-    )
-    g.add_argument(
-        "--price", type=float, default=None, help="$ per GPU-hour (overrides the catalog default)"
-    )
-
-
-def _config_args(p: argparse.ArgumentParser, search: bool = False) -> None:
-    """The knobs. In explain they set one configuration; in search they pin a knob."""
-    g = p.add_argument_group("configuration" if not search else "pins (leave out to search)")
-    g.add_argument("--method", choices=["full", "lora", "qlora"])
-    g.add_argument("--rank", type=int, help="LoRA rank")
-    g.add_argument(
-        "--lora-targets", help="all-linear, attention, default, or a comma list (q_proj,v_proj)"
-    )
-    g.add_argument("--lora-dropout", type=float)
-    g.add_argument("--recipe", help="fp32, bf16-pure, bf16-master, amp, bf16-torch")
-    g.add_argument(
-        "--weight-dtype",
-        help="override the recipe's weight dtype: fp32, bf16, fp16, fp8, int8, int4",
-    )
-    g.add_argument("--adapter-dtype", help="LoRA adapter dtype: fp32 (PEFT default), bf16, fp16")
-    g.add_argument("--compute-dtype", help="bf16, fp16, fp32, fp8")
-    g.add_argument(
-        "--optimizer",
-        help="adamw, adamw-8bit, paged-adamw-8bit, sgd, sgd-momentum, adafactor, lion",
-    )
-    g.add_argument("--quant", help="frozen base quantisation: none, int8, nf4, nf4-dq")
-    g.add_argument("--micro-batch", type=int)
-    if not search:
-        g.add_argument("--grad-accum", type=int)
-        g.add_argument("--seq-len", type=int)
-    g.add_argument("--checkpointing", choices=["none", "selective", "full"])
-    g.add_argument("--attention", choices=["flash", "sdpa", "eager"])
-    g.add_argument(
-        "--loss", choices=["standard", "chunked", "fused"], help="cross-entropy implementation"
-    )
-    g.add_argument(
-        "--fused-ce", action="store_true", help="same as --loss fused (Liger / CCE style)"
-    )
-    g.add_argument(
-        "--zero", type=int, choices=[0, 1, 2, 3], help="ZeRO stage (3 = FSDP full shard)"
-    )
-    g.add_argument("--offload", choices=["none", "optimizer", "all"])
-    g.add_argument("--tp", type=int, help="tensor-parallel degree")
-    g.add_argument("--pp", type=int, help="pipeline-parallel degree")
-    g.add_argument(
-        "--optimizer-in-backward", action="store_true", help="step inside backward (torchtune)"
-    )
-    g.add_argument(
-        "--allow-long-seq", action="store_true", help="allow --seq-len beyond the model's context"
-    )
-
-
-def _search_args(p: argparse.ArgumentParser) -> None:
-    g = p.add_argument_group("search")
-    g.add_argument(
-        "--target-batch",
-        type=int,
-        default=32,
-        help="effective batch in sequences = micro × accumulation × DP (default 32)",
-    )
-    g.add_argument(
-        "--seq-len",
-        type=int,
-        help="sequence length (default 2048, or the model's context if shorter)",
-    )
-    g.add_argument("--max-gpus", type=int, help="use at most this many of the --gpus")
-    g.add_argument("--gpus-per-node", type=int, default=8, help="GPUs per node (default 8)")
-    g.add_argument("--cpu-ram", help="CPU RAM per node for offload, e.g. 512GiB (default 256GiB)")
-    g.add_argument(
-        "--tokens", type=float, help="token budget: report time and cost to train on it, e.g. 1e9"
-    )
-    g.add_argument("--strategy", default="exhaustive", help="exhaustive (default, exact) or optuna")
-    g.add_argument("--trials", type=int, help="optuna: trials (default 2000)")
-    g.add_argument("--seed", type=int, help="optuna: sampler seed (default 0)")
-    g.add_argument(
-        "--storage", help="optuna: RDB URL shared by several processes, e.g. sqlite:///fitplan.db"
-    )
-    g.add_argument(
-        "--rank-by",
-        choices=["cost", "speed"],
-        default="cost",
-        help="order of the front: $ per token (default) or tokens/s",
-    )
-    g.add_argument(
-        "--top",
-        type=int,
-        default=10,
-        help="rows to show (default 10; --json and --csv get the whole front)",
-    )
-    g.add_argument("--csv", metavar="FILE", help="write the whole front as CSV")
-    g.add_argument("--json", action="store_true", help='print {"front": [...], "rejected": [...]}')
+#: a quoted value longer than an excerpt, in argparse's own messages ("invalid choice: '…'")
+_LONG_QUOTE = re.compile(r"'[^']{60,}'")
 
 
 def _report_args(p: argparse.ArgumentParser, force: bool) -> None:
@@ -185,9 +75,9 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=EXAMPLES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    _model_args(p)
-    _gpu_args(p)
-    _config_args(p)
+    model_args(p)
+    gpu_args(p)
+    config_args(p)
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument(
         "--exact",
@@ -207,9 +97,9 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=EXAMPLES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    _model_args(p)
-    _gpu_args(p)
-    _config_args(p)
+    model_args(p)
+    gpu_args(p)
+    config_args(p)
     p.add_argument(
         "--full-depth",
         action="store_true",
@@ -237,10 +127,10 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=EXAMPLES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    _model_args(p)
-    _gpu_args(p)
-    _search_args(p)
-    _config_args(p, search=True)
+    model_args(p)
+    gpu_args(p)
+    search_args(p)
+    config_args(p, search=True)
     add_emit_args(p)
     _report_args(p, force=False)  # --force comes with the emit options
     p.set_defaults(handler="searcher.cli.commands:cmd_search")
@@ -248,23 +138,28 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser(
         "fits", help="what fits on my card: every catalog model × inference, QLoRA, LoRA, full"
     )
-    _gpu_args(p, default_gpu="rtx-4090")
+    gpu_args(p, default_gpu="rtx-4090")
     p.add_argument(
         "--models", nargs="+", metavar="NAME|PATH", help="models to check (default: the catalog)"
     )
+    p.add_argument("--family", metavar="TYPE", help=FAMILY_HELP)
     p.add_argument(
         "--seq-len",
-        type=int,
+        type=integer(L.SEQ_LEN),
         default=2048,
         help="training sequence / inference context (default 2048)",
     )
     p.add_argument(
         "--target-batch",
-        type=int,
+        type=integer(L.TARGET_BATCH),
         default=8,
         help="effective batch for the training columns (default 8)",
     )
-    p.add_argument("--cpu-ram", help="CPU RAM per node for offload, e.g. 64GiB (default 256GiB)")
+    p.add_argument(
+        "--cpu-ram",
+        type=size(L.CPU_RAM, "--cpu-ram"),
+        help="CPU RAM per node for offload, e.g. 64GiB (default 256GiB)",
+    )
     p.add_argument("--json", action="store_true")
     p.set_defaults(handler="searcher.cli.commands:cmd_fits")
 
@@ -308,9 +203,9 @@ def _ground_truth_commands(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(
         params=None, trainable_params=None, layers=None, hidden=None, vocab=None, heads=None
     )
-    _gpu_args(p, default_gpu=None)
-    _config_args(p)
-    p.add_argument("--steps", type=int, default=3, help="optimizer steps (default 3)")
+    gpu_args(p, default_gpu=None)
+    config_args(p)
+    p.add_argument("--steps", type=integer(L.STEPS), default=3, help="optimizer steps (default 3)")
     p.add_argument("--device", default="auto", help="auto (CUDA if present), cuda or cpu")
     p.add_argument(
         "--json",
@@ -339,18 +234,36 @@ def _ground_truth_commands(sub: argparse._SubParsersAction) -> None:
         max_gpus=1,
         gpus_per_node=1,
     )
-    _gpu_args(p, default_gpu=None)
-    p.add_argument("--target-batch", type=int, default=8, help="effective batch (default 8)")
-    p.add_argument("--seq-len", type=int, help="sequence length (default 2048 or the context)")
-    p.add_argument("--cpu-ram", help="CPU RAM (not used: measured trials do not offload)")
-    _config_args(p, search=True)
-    p.add_argument("--trials", type=int, default=8, help="measured trials (default 8)")
-    p.add_argument("--steps", type=int, default=3, help="optimizer steps per trial (default 3)")
+    gpu_args(p, default_gpu=None)
     p.add_argument(
-        "--candidates", type=int, default=64, help="candidates beyond the front (default 64)"
+        "--target-batch",
+        type=integer(L.TARGET_BATCH),
+        default=8,
+        help="effective batch (default 8)",
+    )
+    p.add_argument(
+        "--seq-len", type=integer(L.SEQ_LEN), help="sequence length (default 2048 or the context)"
+    )
+    p.add_argument(
+        "--cpu-ram",
+        type=size(L.CPU_RAM, "--cpu-ram"),
+        help="refused: measured trials do not offload, so CPU RAM changes nothing",
+    )
+    config_args(p, search=True)
+    p.add_argument(
+        "--trials", type=integer(L.MEASURED_TRIALS), default=8, help="measured trials (default 8)"
+    )
+    p.add_argument(
+        "--steps", type=integer(L.STEPS), default=3, help="optimizer steps per trial (default 3)"
+    )
+    p.add_argument(
+        "--candidates",
+        type=integer(L.CANDIDATES),
+        default=64,
+        help="candidates beyond the front (default 64)",
     )
     p.add_argument("--device", default="auto", help="auto (CUDA if present), cuda or cpu")
-    p.add_argument("--seed", type=int, default=0, help="sampler seed (default 0)")
+    p.add_argument("--seed", type=integer(L.SEED), default=0, help="sampler seed (default 0)")
     p.add_argument(
         "--storage", help="optuna RDB URL to share the study, e.g. sqlite:///autotune.db"
     )
@@ -366,9 +279,11 @@ def _ground_truth_commands(sub: argparse._SubParsersAction) -> None:
         "as the CUDA kernel saves it), against fitplan's activation model.",
     )
     p.add_argument("model", metavar="MODEL", help="catalog id or config.json")
-    p.add_argument("--layers", type=int, default=2, help="layers to trace (default 2)")
-    p.add_argument("--batch", type=int, default=2)
-    p.add_argument("--seq-len", type=int, default=256)
+    p.add_argument(
+        "--layers", type=integer(L.TRACE_LAYERS), default=2, help="layers to trace (default 2)"
+    )
+    p.add_argument("--batch", type=integer(L.MICRO_BATCH), default=2)
+    p.add_argument("--seq-len", type=integer(L.TRACE_SEQ_LEN), default=256)
     p.add_argument("--dtype", choices=["bf16", "fp16", "fp32"], default="bf16")
     p.add_argument("--attention", choices=["flash", "eager"])
     p.add_argument("--checkpointing", choices=["none", "selective", "full"])
@@ -419,12 +334,39 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     except Exception as err:  # one line for the user, never a traceback
         from searcher.cli.errors import user_message
+        from searcher.validate import one_line
 
         message = user_message(err)
         if message is None:
-            raise
-        sys.stderr.write(f"fitplan: error: {message}\n")
+            return _internal_error(err)
+        sys.stderr.write(f"fitplan: error: {one_line(message)}\n")
         return 2
+
+
+#: exit code of a fitplan bug (not bad input): EX_SOFTWARE from sysexits.h
+EXIT_INTERNAL_ERROR = 70
+
+
+def _internal_error(err: BaseException) -> int:
+    """A bug: one line naming it (FITPLAN_DEBUG=1 re-raises for the traceback)."""
+    import os
+
+    from searcher.validate import one_line
+
+    if os.environ.get("FITPLAN_DEBUG"):
+        raise err
+    where = ""
+    tb = err.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    if tb is not None:
+        where = f" at {os.path.basename(tb.tb_frame.f_code.co_filename)}:{tb.tb_lineno}"
+    text = one_line(f"{type(err).__name__}: {err}", 200)
+    sys.stderr.write(
+        f"fitplan: internal error{where}: {text} (a fitplan bug: please report it; "
+        "FITPLAN_DEBUG=1 shows the traceback)\n"
+    )
+    return EXIT_INTERNAL_ERROR
 
 
 if __name__ == "__main__":

@@ -259,7 +259,8 @@ def levers_brief(c: Any) -> str:
     return " ".join(parts) or "—"
 
 
-def write_front_csv(result: Any, path: str, tokens: float | None = None) -> None:
+def front_csv_text(result: Any, tokens: float | None = None) -> str:
+    """The whole front as CSV text (one row per member, config and memory columns flattened)."""
     import pandas as pd
 
     from searcher.search.views import member_json
@@ -276,9 +277,8 @@ def write_front_csv(result: Any, path: str, tokens: float | None = None) -> None
         if "budget" in j:
             flat.update({f"budget.{k}": v for k, v in j["budget"].items()})
         rows.append(flat)
-    from searcher.files import atomic_write_text
-
-    atomic_write_text(path, pd.DataFrame(rows).to_csv(index=False))
+    text: str = pd.DataFrame(rows).to_csv(index=False)
+    return text
 
 
 def print_fits(rows: list[Any], gpu: Any, seq_len: int, out: Console | None = None) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Sequence
 from typing import IO, TYPE_CHECKING
 
 from constraints.errors import FitplanError
@@ -11,6 +12,7 @@ from constraints.errors import FitplanError
 if TYPE_CHECKING:
     from searcher.emitters.base import Emission, EmitOptions
     from searcher.emitters.plan import Plan
+    from searcher.files import Output
     from searcher.search.run import SearchResult
 
 
@@ -29,6 +31,33 @@ def check_emit_args(args: argparse.Namespace) -> None:
         from searcher.emitters import get_emitter
 
         get_emitter(emit)
+    if getattr(args, "lora_alpha", None) is not None and getattr(args, "method", None) == "full":
+        raise FitplanError("--lora-alpha does nothing with --method full (no adapter to scale)")
+    if out:
+        check_out_folder(out, bool(getattr(args, "force", False)))
+
+
+def check_out_folder(out: str, force: bool) -> None:
+    """--out before any work: a folder (or a new name), and not one with files unless --force."""
+    from pathlib import Path
+
+    from constraints.limits import excerpt
+
+    p = Path(out)
+    shown = out if len(out) <= 80 else excerpt(out, 80)[1:-1]
+    try:
+        if p.exists() and not p.is_dir():
+            raise FitplanError(f"--out {shown} is a file, not a folder", "give --out a folder")
+        if p.is_dir() and any(p.iterdir()) and not force:
+            raise FitplanError(
+                f"--out {shown} exists and is not empty",
+                "pass --force to write into it (files of the same name are replaced), or "
+                "choose a new folder",
+            )
+    except OSError as err:
+        raise FitplanError(f"--out {shown}: {err.strerror or err}") from None
+    except ValueError as err:
+        raise FitplanError(f"--out {shown}: {err}") from None
 
 
 def emit_options(args: argparse.Namespace, gpus_per_node: int) -> EmitOptions:
@@ -42,12 +71,17 @@ def emit_options(args: argparse.Namespace, gpus_per_node: int) -> EmitOptions:
     )
 
 
-def write_emission(emission: Emission, out: str, force: bool, stream: IO[str]) -> None:
+def write_emission(
+    emission: Emission, out: str, force: bool, stream: IO[str], also: Sequence[Output] = ()
+) -> None:
+    """The launch files into ``out`` and the ``also`` files (the search's CSV), all or none."""
     from searcher.files import atomic_write_files
 
     paths = atomic_write_files(
-        out, [(f.name, f.text, f.executable) for f in emission.files], force=force
+        out, [(f.name, f.text, f.executable) for f in emission.files], force=force, also=also
     )
+    for o in also:
+        stream.write(f"wrote {o.path}\n")
     for p in paths:
         stream.write(f"wrote {p}\n")
     for note in emission.notes:
@@ -55,12 +89,16 @@ def write_emission(emission: Emission, out: str, force: bool, stream: IO[str]) -
     stream.write(f"launch: {emission.command}\n")
 
 
-def emit_plan(plan: Plan, args: argparse.Namespace, stream: IO[str]) -> int:
+def emit_plan(
+    plan: Plan, args: argparse.Namespace, stream: IO[str], also: Sequence[Output] = ()
+) -> int:
     from searcher.emitters import get_emitter
 
     emitter = get_emitter(args.emit)
+    if args.lora_alpha is not None and plan.config.method == "full":
+        raise FitplanError("--lora-alpha does nothing: the plan is a full fine-tune (no adapter)")
     emission = emitter.emit(plan, emit_options(args, plan.gpus_per_node))
-    write_emission(emission, args.out, args.force, stream)
+    write_emission(emission, args.out, args.force, stream, also)
     return 0
 
 
@@ -111,7 +149,9 @@ def _plan_of(result: SearchResult, index: int, args: argparse.Namespace) -> Plan
     )
 
 
-def emit_from_search(args: argparse.Namespace, result: SearchResult) -> int:
+def emit_from_search(
+    args: argparse.Namespace, result: SearchResult, also: Sequence[Output] = ()
+) -> int:
     """After ``fitplan search``: write the launch files of the pick (exit 0), or say why not."""
     stream = sys.stderr if getattr(args, "json", False) else sys.stdout
     if not result.front:
@@ -122,7 +162,7 @@ def emit_from_search(args: argparse.Namespace, result: SearchResult) -> int:
         raise FitplanError(f"--pick {n} is out of range: the front has {len(result.front)} members")
     plan = _plan_of(result, n - 1, args)
     try:
-        return emit_plan(plan, args, stream)
+        return emit_plan(plan, args, stream, also)
     except FitplanError as err:
         if "cannot express" not in err.message:
             raise

@@ -8,7 +8,6 @@ LoRA target module names, and the node layout.
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -117,21 +116,18 @@ def load_plan(
     gpus_per_node: int | None = None,
 ) -> Plan:
     """Read PLAN.json; every failure is one FitplanError naming the file and what is wrong."""
+    from constraints.limits import GPUS_PER_NODE, excerpt, read_text, shown_path, strict_json
+
     p = Path(path)
     try:
-        text = p.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise FitplanError(f"no such plan file: {path}", PLAN_HINT) from None
-    except IsADirectoryError:
-        raise FitplanError(f"{path} is a folder, not a plan file", PLAN_HINT) from None
-    except (OSError, UnicodeDecodeError) as err:
-        raise FitplanError(f"cannot read {path}: {err.__class__.__name__}: {err}") from None
+        text = read_text(p, "plan file")
+    except FitplanError as err:
+        raise FitplanError(err.message, err.hint or PLAN_HINT) from None
     try:
-        data = json.loads(text)
-    except json.JSONDecodeError as err:
-        raise _not_a_plan(
-            path, f"not JSON (line {err.lineno}, column {err.colno}: {err.msg})"
-        ) from None
+        data = strict_json(text, shown_path(p))
+    except FitplanError as err:
+        reason = err.message.removeprefix(shown_path(p)).lstrip(":0123456789 ")
+        raise _not_a_plan(path, f"not JSON ({reason})") from None
     if isinstance(data, dict) and "front" in data and "config" not in data:
         front = data["front"]
         if not isinstance(front, list):
@@ -151,9 +147,21 @@ def load_plan(
         raise _not_a_plan(path, "no 'config' object")
     if not isinstance(data.get("model"), str) or not data["model"]:
         raise _not_a_plan(path, "no 'model' name")
+    for key in ("model_ref", "gpu"):
+        if data.get(key) is not None and not isinstance(data[key], str):
+            raise _not_a_plan(path, f"'{key}' is not a name (got {excerpt(data[key])})")
+    per_node_given = data.get("gpus_per_node")
+    if per_node_given is not None and (
+        isinstance(per_node_given, bool)
+        or not isinstance(per_node_given, int)
+        or not GPUS_PER_NODE.low <= per_node_given <= GPUS_PER_NODE.high
+    ):
+        raise _not_a_plan(
+            path, f"gpus_per_node must be {GPUS_PER_NODE.describe()}, got {excerpt(per_node_given)}"
+        )
     unknown = sorted(set(cfg) - set(KNOB_NAMES) - {"gpus", "rank"})
     if unknown:
-        raise _not_a_plan(path, f"unknown config key(s) {', '.join(unknown)}")
+        raise _not_a_plan(path, f"unknown config key(s) {excerpt(', '.join(unknown), 80)[1:-1]}")
     missing = [k for k in ("method", "micro_batch", "grad_accum", "seq_len", "dp") if k not in cfg]
     if missing:
         raise _not_a_plan(path, f"config lacks {', '.join(missing)}")
@@ -161,7 +169,7 @@ def load_plan(
     from pydantic import ValidationError
 
     try:
-        config = TrainConfig(**fields)
+        config = TrainConfig.model_validate(fields, strict=True)  # "8" is not 8
     except ValidationError as err:
         first = err.errors()[0]
         where = ".".join(str(x) for x in first.get("loc", ())) or "config"
@@ -169,7 +177,7 @@ def load_plan(
         if isinstance(cause, FitplanError):
             raise FitplanError(f"{path}: {cause}") from None
         raise FitplanError(
-            f"{path}: config.{where}: {first.get('msg', 'invalid value')} (got {first.get('input')!r})"
+            f"{path}: config.{where}: {first.get('msg', 'invalid value')} (got {excerpt(first.get('input'))})"
         ) from None
     if "gpus" in cfg and cfg["gpus"] != config.gpus:
         raise _not_a_plan(path, f"config.gpus {cfg['gpus']} is not dp × tp × pp = {config.gpus}")
@@ -187,7 +195,7 @@ def load_plan(
                 raise
     if spec is None:
         raise FitplanError(
-            f"{path}: model '{data['model']}' is not in the catalog",
+            f"{path}: model {excerpt(data['model'])} is not in the catalog",
             "pass --model with its config.json (or the catalog name)",
         )
     per_node = gpus_per_node or int(data.get("gpus_per_node") or 8)

@@ -10,12 +10,15 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
+from constraints import limits as L
 from constraints.config import METHODS
 from constraints.errors import FitplanError
 from constraints.gpus import GpuSpec
+from constraints.limits import excerpt
 from searcher.fleet.schema import CustomGpuIn, Fleet, FleetIn, Job, JobIn, Pool, PoolIn
 from searcher.fleet.yaml_lines import Lines, pydantic_message, read_yaml
 from searcher.search.space import DEFAULT_CPU_RAM_PER_NODE
+from searcher.validate import check_size
 
 
 def _model_at(loc: tuple[str | int, ...]) -> type[BaseModel] | None:
@@ -40,7 +43,7 @@ def load_fleet(path: str | Path) -> Fleet:
 
 def parse_fleet(data: dict[str, Any], lines: Lines) -> Fleet:
     try:
-        raw = FleetIn(**data)
+        raw = FleetIn.model_validate(data)
     except ValidationError as err:
         first = err.errors()[0]
         loc = tuple(first.get("loc", ()))
@@ -68,22 +71,21 @@ def _unique(names: list[str], key: str, lines: Lines) -> None:
     for i, name in enumerate(names):
         if name in seen:
             raise lines.error(
-                (key, i, "name"), f"'{name}' is already the name of {key}[{seen[name]}]"
+                (key, i, "name"), f"{excerpt(name)} is already the name of {key}[{seen[name]}]"
             )
         seen[name] = i
 
 
 def _custom_gpu(spec: dict[str, Any], loc: tuple[str | int, ...], lines: Lines) -> GpuSpec:
-    from constraints.units import parse_size
 
     try:
-        c = CustomGpuIn(**spec)
+        c = CustomGpuIn.model_validate(spec)
     except ValidationError as err:
         first = err.errors()[0]
         sub = (*loc, *first.get("loc", ()))
         raise lines.error(sub, pydantic_message(dict(first), CustomGpuIn)) from None
     try:
-        memory = parse_size(c.memory)
+        memory = check_size(c.memory, L.GPU_MEMORY, "memory")
     except FitplanError as err:
         raise lines.error((*loc, "memory"), err.message, err.hint) from None
     slug = re.sub(r"[^a-z0-9]+", "-", c.name.lower()).strip("-") or "custom"
@@ -140,7 +142,6 @@ def _with_link(
 
 def resolve_pool(p: PoolIn, i: int, lines: Lines) -> Pool:
     from constraints.gpus import resolve_gpu
-    from constraints.units import parse_size
 
     loc: tuple[str | int, ...] = ("pools", i)
     if isinstance(p.gpu, dict):
@@ -153,7 +154,7 @@ def resolve_pool(p: PoolIn, i: int, lines: Lines) -> Pool:
         if gpu.custom:
             raise lines.error(
                 (*loc, "gpu"),
-                f"'{p.gpu}' gives the memory only; planning time and cost needs compute figures",
+                f"{excerpt(p.gpu)} gives the memory only; planning time and cost needs compute figures",
                 "name a catalog GPU (fitplan gpus) or give a mapping "
                 "{name, memory, bf16_tflops, bandwidth_gb_s}",
             )
@@ -174,7 +175,11 @@ def resolve_pool(p: PoolIn, i: int, lines: Lines) -> Pool:
             f"use a multiple of gpus_per_node ({per_node}) or set gpus_per_node",
         )
     try:
-        cpu_ram = parse_size(p.cpu_ram_per_node) if p.cpu_ram_per_node else DEFAULT_CPU_RAM_PER_NODE
+        cpu_ram = (
+            check_size(p.cpu_ram_per_node, L.CPU_RAM, "cpu_ram_per_node")
+            if p.cpu_ram_per_node
+            else DEFAULT_CPU_RAM_PER_NODE
+        )
     except FitplanError as err:
         raise lines.error((*loc, "cpu_ram_per_node"), err.message, err.hint) from None
     return Pool(
@@ -196,6 +201,8 @@ def resolve_job(j: JobIn, i: int, pool_names: list[str], lines: Lines) -> Job:
 
     loc: tuple[str | int, ...] = ("jobs", i)
     model_ref = j.model
+    if "\x00" in model_ref:
+        raise lines.error((*loc, "model"), f"{excerpt(model_ref)} is not a model name or a path")
     if not Path(model_ref).is_absolute() and ("/" in model_ref or model_ref.endswith(".json")):
         # a config.json path is relative to the fleet file
         candidate = Path(lines.path).parent / model_ref
@@ -220,7 +227,7 @@ def resolve_job(j: JobIn, i: int, pool_names: list[str], lines: Lines) -> Job:
                 near = closest(name, pool_names)
                 raise lines.error(
                     (*loc, "pools", k),
-                    f"no pool named '{name}'",
+                    f"no pool named {excerpt(name)}",
                     f"did you mean {', '.join(near)}?"
                     if near
                     else f"pools: {', '.join(pool_names)}",

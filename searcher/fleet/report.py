@@ -39,13 +39,12 @@ def require_matplotlib() -> None:
         raise FitplanError("--report needs matplotlib", "pip install 'fitplan[report]'") from None
 
 
-def check_report_path(path: str) -> None:
-    p = Path(path)
-    if p.is_dir():
-        raise FitplanError(f"--report {p} is a directory", "give a file name such as report.html")
-    parent = p.parent if str(p.parent) else Path(".")
-    if not parent.exists():
-        raise FitplanError(f"--report: folder {parent} does not exist")
+def check_report_path(path: str, force: bool = False) -> None:
+    """Before any work: what the one writer would refuse (an existing file without --force, a
+    folder, a missing folder)."""
+    from searcher.files import Output, check_outputs
+
+    check_outputs([Output(Path(path), "", flag="--report")], force)
 
 
 def _png(fig: Any) -> str:
@@ -262,8 +261,8 @@ placed, then least total cost)</small></p>
 """
 
 
-def write_report(plan: FleetPlan, path: str) -> Path:
+def write_report(plan: FleetPlan, path: str, force: bool = False) -> Path:
     from searcher.files import atomic_write_text
 
     require_matplotlib()
-    return atomic_write_text(path, render_html(plan))
+    return atomic_write_text(path, render_html(plan), force=force, flag="--report")

@@ -40,6 +40,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from constraints import limits as L
 from constraints.config import METHODS
 from constraints.constants import DEFAULT_HEADROOM
 from constraints.gpus import GpuSpec
@@ -48,6 +49,10 @@ from constraints.throughput import DEFAULT_INTER_NODE_GB_S
 from searcher.fleet.buy_rent import OwnershipIn
 from searcher.fleet.yaml_lines import Lines
 
+#: fleet fields are what YAML typed: "8" is not 8, .nan and .inf are refused
+_STRICT = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
+#: the most TFLOPS, GB/s, hours or dollars a fleet field may state (far beyond any real value)
+_HUGE = 1e9
 _TOKEN_SUFFIX = {"k": 1e3, "m": 1e6, "b": 1e9, "g": 1e9, "t": 1e12}
 _TOKENS_RE = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:e[+-]?[0-9]+)?)\s*([kmbgt]?)\s*$", re.IGNORECASE)
 
@@ -58,42 +63,44 @@ def parse_tokens(value: Any) -> float:
         raise ValueError("must be a number of tokens such as 2e9 or 2B")
     if isinstance(value, int | float):
         return float(value)
-    m = _TOKENS_RE.match(str(value))
+    m = _TOKENS_RE.match(value) if isinstance(value, str) and len(value) <= 40 else None
     if not m:
-        raise ValueError(f"cannot read {value!r} as a number of tokens (write 2e9, 2B or 500M)")
+        raise ValueError(
+            f"cannot read {L.excerpt(value)} as a number of tokens (write 2e9, 2B or 500M)"
+        )
     return float(m.group(1)) * _TOKEN_SUFFIX.get(m.group(2).lower(), 1.0)
 
 
 class CustomGpuIn(BaseModel):
     """A card not in the catalog: enough figures to plan memory, time and cost."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = _STRICT
 
-    name: str = Field(min_length=1)
+    name: str = Field(min_length=1, max_length=200)
     memory: str = Field(description="driver-reported capacity, e.g. 48GiB")
-    bf16_tflops: float = Field(gt=0, description="dense bf16/fp16 tensor TFLOPS")
-    bandwidth_gb_s: float = Field(gt=0, description="HBM/GDDR bandwidth, GB/s")
-    fp16_tflops: float | None = Field(default=None, gt=0)
-    fp8_tflops: float = Field(default=0.0, ge=0)
-    fp32_tflops: float = Field(default=0.0, ge=0)
+    bf16_tflops: float = Field(gt=0, le=_HUGE, description="dense bf16/fp16 tensor TFLOPS")
+    bandwidth_gb_s: float = Field(gt=0, le=_HUGE, description="HBM/GDDR bandwidth, GB/s")
+    fp16_tflops: float | None = Field(default=None, gt=0, le=_HUGE)
+    fp8_tflops: float = Field(default=0.0, ge=0, le=_HUGE)
+    fp32_tflops: float = Field(default=0.0, ge=0, le=_HUGE)
     compute_capability: str = "8.0"
-    pcie_gb_s: float = Field(default=32.0, gt=0)
+    pcie_gb_s: float = Field(default=32.0, gt=0, le=_HUGE)
     supports_bf16: bool = True
     supports_fp8: bool = False
     supports_flash_attention: bool = True
 
 
 class PoolIn(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = _STRICT
 
-    name: str = Field(min_length=1)
+    name: str = Field(min_length=1, max_length=200)
     gpu: str | dict[str, Any]
-    count: int = Field(ge=1)
-    gpus_per_node: int = Field(default=8, ge=1)
+    count: int = Field(ge=1, le=int(L.GPU_COUNT.high))
+    gpus_per_node: int = Field(default=8, ge=1, le=int(L.GPUS_PER_NODE.high))
     link: Literal["nvlink", "pcie"] | None = None
-    link_gb_s: float | None = Field(default=None, gt=0)
-    inter_node_gb_s: float = Field(default=DEFAULT_INTER_NODE_GB_S, gt=0)
-    usd_per_gpu_hour: float | None = Field(default=None, ge=0)
+    link_gb_s: float | None = Field(default=None, gt=0, le=_HUGE)
+    inter_node_gb_s: float = Field(default=DEFAULT_INTER_NODE_GB_S, gt=0, le=_HUGE)
+    usd_per_gpu_hour: float | None = Field(default=None, ge=0, le=L.PRICE.high)
     cpu_ram_per_node: str | None = None
     headroom: float = Field(default=DEFAULT_HEADROOM, ge=0, lt=1)
     purchase_usd: float | None = Field(default=None, gt=0)  # buy vs rent: per GPU
@@ -101,20 +108,20 @@ class PoolIn(BaseModel):
 
 
 class JobIn(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = _STRICT
 
-    name: str = Field(min_length=1)
-    model: str = Field(min_length=1)
+    name: str = Field(min_length=1, max_length=200)
+    model: str = Field(min_length=1, max_length=4096)
     methods: list[Literal["full", "lora", "qlora"]] = Field(
         default_factory=lambda: list(METHODS), min_length=1
     )
     lora_rank: int = Field(default=16, ge=1, le=4096)
-    target_batch: int = Field(ge=1)
-    seq_len: int = Field(ge=1)
-    tokens: float = Field(gt=0)
-    deadline_hours: float | None = Field(default=None, gt=0)
-    budget_usd: float | None = Field(default=None, gt=0)
-    pools: list[str] | None = Field(default=None, min_length=1)
+    target_batch: int = Field(ge=1, le=int(L.TARGET_BATCH.high))
+    seq_len: int = Field(ge=1, le=int(L.SEQ_LEN.high))
+    tokens: float = Field(gt=0, le=L.TOKENS.high)
+    deadline_hours: float | None = Field(default=None, gt=0, le=_HUGE)
+    budget_usd: float | None = Field(default=None, gt=0, le=_HUGE)
+    pools: list[str] | None = Field(default=None, min_length=1, max_length=1000)
 
     @field_validator("tokens", mode="before")
     @classmethod
@@ -123,7 +130,7 @@ class JobIn(BaseModel):
 
 
 class FleetIn(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = _STRICT
 
     title: str = ""
     source: str = ""

@@ -40,14 +40,15 @@ class Lines:
     def error(self, loc: tuple[str | int, ...], message: str, hint: str | None = None):
         line = self.line(loc)
         where = f"{self.path}:{line}" if line else self.path
-        field = f" {field_name(loc)}:" if loc else ""
+        field = f" {field_name(loc)[:120]}:" if loc else ""
         return FitplanError(f"{where}:{field} {message}", hint)
 
 
 def field_name(loc: tuple[str | int, ...]) -> str:
     out = ""
     for k in loc:
-        out += f"[{k}]" if isinstance(k, int) else (f".{k}" if out else str(k))
+        key = str(k) if len(str(k)) <= 40 else str(k)[:39] + "…"
+        out += f"[{k}]" if isinstance(k, int) else (f".{key}" if out else key)
     return out
 
 
@@ -63,28 +64,19 @@ def pydantic_message(err: dict[str, Any], model: type[BaseModel] | None) -> str:
     msg = msg.replace("Input should be greater than or equal to", "must be ≥")
     msg = msg.replace("Input should be greater than", "must be >")
     msg = msg.replace("Input should be less than", "must be <")
-    return f"{msg} (got {err.get('input')!r})" if "input" in err and kind != "missing" else msg
+    from constraints.limits import excerpt
+
+    msg = excerpt(msg, 160)[1:-1]
+    return (
+        f"{msg} (got {excerpt(err.get('input'))})" if "input" in err and kind != "missing" else msg
+    )
 
 
 def read_yaml(path: str | Path) -> tuple[Any, Lines]:
-    import yaml
+    """A fleet file's data and its line map, through the one safe YAML reader (size- and
+    alias-capped, ``!!python`` tags refused; see searcher.validate)."""
+    from searcher.validate import load_yaml
 
     p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise FitplanError(f"no such fleet file: {p}") from None
-    except IsADirectoryError:
-        raise FitplanError(f"{p} is a directory, not a fleet file") from None
-    except UnicodeDecodeError:
-        raise FitplanError(f"{p} is not a UTF-8 text file") from None
-    try:
-        root = yaml.compose(text, Loader=yaml.SafeLoader)
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        where = f"{p}:{mark.line + 1}" if mark else str(p)
-        raise FitplanError(
-            f"{where}: not valid YAML ({getattr(err, 'problem', None) or err})"
-        ) from None
+    data, root = load_yaml(p, "fleet file")
     return data, Lines(str(p), root)

@@ -26,6 +26,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from constraints.errors import FitplanError
+from constraints.limits import excerpt
 from searcher.scenarios.cases import Case, CaseResult, Check, case_result, check, lookup, model_of
 
 
@@ -159,20 +160,11 @@ def register_kind(name: str, fn: Callable[[Case], dict[str, Any]]) -> None:
 
 
 def load_file(path: str | Path) -> ScenarioFile:
-    import yaml
+    from searcher.validate import load_yaml
 
     p = Path(path)
-    try:
-        data = yaml.safe_load(p.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise FitplanError(f"no such scenario file: {p}") from None
-    except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        where = f" line {mark.line + 1}" if mark else ""
-        raise FitplanError(
-            f"{p}:{where} is not valid YAML ({getattr(err, 'problem', err)})"
-        ) from None
-    if not isinstance(data, dict):
+    data, _root = load_yaml(p, "scenario file")
+    if not isinstance(data, dict) or not all(isinstance(k, str) for k in data):
         raise FitplanError(f"{p}: a scenario file is a mapping with 'title' and 'cases'")
     try:
         return ScenarioFile(**data)
@@ -182,7 +174,7 @@ def load_file(path: str | Path) -> ScenarioFile:
         if isinstance(err, ValidationError):
             first = err.errors()[0]
             loc = ".".join(str(x) for x in first["loc"])
-            raise FitplanError(f"{p}: {loc}: {first['msg']}") from None
+            raise FitplanError(f"{p}: {excerpt(loc, 80)[1:-1]}: {first['msg']}") from None
         raise
 
 

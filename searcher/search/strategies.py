@@ -87,7 +87,7 @@ class OptunaStrategy:
     population: int = 64
     seed: int = 0
     storage: str | None = None
-    study_name: str = "fitplan"
+    study_name: str | None = None
     name: str = "optuna"
 
     def __post_init__(self) -> None:
@@ -105,17 +105,17 @@ class OptunaStrategy:
         statics = static_variants(problem)
         rows = checked_layout_rows(problem)
         static_keys = _knob_choices(statics)
+        from searcher.search.storage import fingerprint, open_study
+
         sampler = optuna.samplers.NSGAIISampler(population_size=self.population, seed=self.seed)
-        try:
-            study = optuna.create_study(
-                directions=["minimize", "minimize", "minimize"],
-                sampler=sampler,
-                storage=self.storage,
-                study_name=self.study_name,
-                load_if_exists=self.storage is not None,
-            )
-        except Exception as err:  # bad storage URL, unreachable database
-            raise FitplanError(f"cannot open the optuna storage {self.storage!r}: {err}") from None
+        key = fingerprint(problem)
+        study = open_study(
+            self.storage,
+            self.study_name or f"fitplan-{key}",
+            problem_key=key,
+            directions=["minimize", "minimize", "minimize"],
+            sampler=sampler,
+        )
         parts: list[Evaluation] = []
         done = 0
         while done < self.trials:
@@ -136,7 +136,29 @@ class OptunaStrategy:
             done += n
             if progress:
                 progress(done, self.trials)
+        if self.storage is not None:  # a shared study: the front of every process's trials
+            shared = _replay(study, statics, static_keys, rows, problem)
+            if shared is not None:
+                return shared
         return concat(parts)
+
+
+def _replay(
+    study: Any,
+    statics: list[dict[str, Any]],
+    keys: dict[str, list[Any]],
+    rows: list[dict[str, Any]],
+    problem: SearchProblem,
+) -> Evaluation | None:
+    """Every complete trial of a (shared) study, evaluated again from its parameters: the same
+    configurations, so the same front, whichever process ran them."""
+    import optuna
+
+    done = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
+    configs = [
+        _suggest(optuna.trial.FixedTrial(t.params), statics, keys, rows, problem) for t in done
+    ]
+    return evaluate(problem, ConfigBatch.from_configs(configs)) if configs else None
 
 
 def _throughput_all(problem: SearchProblem, ev: Evaluation) -> np.ndarray:

@@ -147,8 +147,21 @@ def autotune(args: argparse.Namespace) -> AutotuneResult:
     from constraints.breakdown import breakdown_of
     from constraints.config import ConfigBatch
     from constraints.throughput import throughput_arrays
+    from searcher.inputs import PRICE_ONLY_IN_SEARCH, check_layout_args, refuse_unused
     from searcher.truth.training_setup import detected_gpu, pick_device
 
+    refuse_unused(
+        args,
+        {
+            "cpu_ram": "measured trials do not offload, so CPU RAM changes nothing",
+            "price": PRICE_ONLY_IN_SEARCH,
+        },
+    )
+    check_layout_args(args)
+    if args.storage is not None:
+        from searcher.search.storage import check_storage_url
+
+        check_storage_url(args.storage)  # before the search and the model build
     if args.trials < 1:
         raise FitplanError(f"--trials must be at least 1, got {args.trials}")
     if args.steps < 1:
@@ -163,18 +176,17 @@ def autotune(args: argparse.Namespace) -> AutotuneResult:
     reserved = [b.reserved for b in breakdown_of(spec, configs, gpu)]
     result = AutotuneResult(model=spec.id, device=device, gpu=gpu.id)
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    try:
-        study = optuna.create_study(
-            direction="maximize",
-            sampler=optuna.samplers.TPESampler(seed=args.seed),
-            storage=args.storage,
-            study_name=args.study_name,
-            load_if_exists=args.storage is not None,
-        )
-    except Exception as err:
-        raise FitplanError(f"cannot open the optuna storage {args.storage!r}: {err}") from None
-    for i in front[: args.trials]:
-        study.enqueue_trial({"candidate": i})
+    from searcher.search.storage import fingerprint, open_study
+
+    study = open_study(
+        args.storage,
+        args.study_name,
+        problem_key=f"autotune-{device}-{args.steps}-{fingerprint(problem)}",
+        direction="maximize",
+        sampler=optuna.samplers.TPESampler(seed=args.seed),
+    )
+    for i in front[: args.trials]:  # a second worker finds them queued already
+        study.enqueue_trial({"candidate": i}, skip_if_exists=True)
     seeded = set(front[: args.trials])
     measured: dict[int, Trial] = {}
     for _ in range(args.trials):
@@ -188,7 +200,15 @@ def autotune(args: argparse.Namespace) -> AutotuneResult:
             predicted_reserved=reserved[i],
             seeded=i in seeded,
         )
-        if i in measured:  # the sampler came back to a measured candidate: reuse the measurement
+        shared = _measured_elsewhere(study, i, trial.number) if i not in measured else None
+        if shared is not None:  # another worker of the shared study measured it: reuse
+            t.state, t.measured_tokens_per_s, t.note = (
+                "complete",
+                shared,
+                "measured by another worker",
+            )
+            measured[i] = t
+        elif i in measured:  # the sampler came back to a measured candidate: reuse the measurement
             prev = measured[i]
             t.state, t.measured_tokens_per_s, t.measured_reserved, t.note = (
                 prev.state,
@@ -219,6 +239,16 @@ def autotune(args: argparse.Namespace) -> AutotuneResult:
             study.tell(trial, state=optuna.trial.TrialState.PRUNED)
         result.trials.append(t)
     return result
+
+
+def _measured_elsewhere(study: Any, candidate: int, number: int) -> float | None:
+    """tokens/s of ``candidate`` if a complete trial of the (shared) study already measured it."""
+    import optuna
+
+    for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,)):
+        if t.number != number and t.params.get("candidate") == candidate and t.value:
+            return float(t.value)
+    return None
 
 
 def result_json(r: AutotuneResult) -> dict[str, Any]:

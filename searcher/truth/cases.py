@@ -140,21 +140,18 @@ class OomCase:
 
 def read_rows(path: str | Path, required: Sequence[str]) -> list[dict[str, str]]:
     """The rows of a CSV as dicts; every failure is one FitplanError line."""
+    from constraints.limits import excerpt, read_text
+
     p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise FitplanError(f"no such file: {p}") from None
-    except IsADirectoryError:
-        raise FitplanError(f"{p} is a directory, not a CSV file") from None
-    except (OSError, UnicodeDecodeError) as err:
-        raise FitplanError(f"cannot read {p}: {err.__class__.__name__}") from None
+    text = read_text(p, "CSV")
     try:
         reader = csv.DictReader(text.splitlines())
         header = reader.fieldnames or []
         rows = [dict(r) for r in reader]
     except csv.Error as err:
-        raise FitplanError(f"{p} is not a readable CSV ({err})") from None
+        raise FitplanError(
+            f"{p}:{reader.line_num}: not a readable CSV ({excerpt(str(err), 80)[1:-1]})"
+        ) from None
     missing = [c for c in required if c not in header]
     if missing:
         raise FitplanError(

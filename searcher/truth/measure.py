@@ -36,7 +36,7 @@ import statistics
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from constraints.errors import FitplanError
 from searcher.truth.training_setup import (
@@ -47,6 +47,9 @@ from searcher.truth.training_setup import (
     pick_device,
     torch_dtype,
 )
+
+if TYPE_CHECKING:
+    from searcher.files import Output
 
 
 def run_steps(
@@ -253,27 +256,31 @@ def spec_total(spec: Any) -> int:
     return total_params(spec)
 
 
+def calibration_header() -> str:
+    """The header line of fitplan's calibration memory CSV."""
+    from searcher.truth.cases import MEMORY_COLUMNS, STRUCTURED_COLUMNS
+
+    buf = io.StringIO()
+    csv.writer(buf).writerow([*MEMORY_COLUMNS, *STRUCTURED_COLUMNS])
+    return buf.getvalue()
+
+
+def csv_output(path: Path, row: dict[str, str] | None = None) -> Output:
+    """``row`` appended to the CSV at ``path`` through the one writer (header checked, a missing
+    final newline repaired, no existing byte rewritten); without a row, for the check before work."""
+    from searcher.files import Output
+
+    buf = io.StringIO()
+    if row is not None:
+        csv.DictWriter(buf, fieldnames=list(row)).writerow(row)
+    return Output(path, buf.getvalue(), append=True, header=calibration_header(), flag="--json")
+
+
 def append_csv(path: Path, row: dict[str, str]) -> None:
     """Append ``row``; write the header first when the file is new or empty."""
-    new = not path.exists() or path.stat().st_size == 0
-    if not new:
-        with path.open(encoding="utf-8") as f:
-            header = next(csv.reader(f), [])
-        if header != list(row):
-            raise FitplanError(
-                f"{path} has other columns than fitplan's calibration format",
-                "append to a file written by fitplan measure, or a new file",
-            )
-    buf = io.StringIO()
-    writer = csv.DictWriter(buf, fieldnames=list(row))
-    if new:
-        writer.writeheader()
-    writer.writerow(row)
-    try:
-        with path.open("a", encoding="utf-8", newline="") as f:
-            f.write(buf.getvalue())
-    except OSError as err:
-        raise FitplanError(f"cannot write {path}: {err.strerror or err}") from None
+    from searcher.files import write_outputs
+
+    write_outputs([csv_output(path, row)])
 
 
 def cmd_measure(args: argparse.Namespace) -> int:
@@ -281,6 +288,10 @@ def cmd_measure(args: argparse.Namespace) -> int:
 
     from searcher.truth.hf_build import quiet_transformers
 
+    if args.json not in (None, "-"):
+        from searcher.files import check_outputs
+
+        check_outputs([csv_output(Path(args.json))], force=False)  # before the steps run
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         quiet_transformers()

@@ -102,9 +102,18 @@ def test_t5_encoder_decoder() -> None:
     assert inventory(s).total == 60_506_624  # t5-small, reference CSV
 
 
-def test_unknown_llama_like_type_is_read_with_a_caveat() -> None:
-    s = spec_from_hf_config({**LLAMA, "model_type": "granite"}, id="t")
-    assert "not modelled exactly" in s.caveats
+def test_unknown_type_is_refused_unless_a_family_is_named() -> None:
+    """Issue 14: an unknown or missing model_type is never silently read as a Llama."""
+    for cfg in (
+        {**LLAMA, "model_type": "granite"},
+        {k: v for k, v in LLAMA.items() if k != "model_type"},
+    ):
+        with pytest.raises(FitplanError, match=r"supported: .*llama.*--family"):
+            spec_from_hf_config(cfg, id="t")
+    s = spec_from_hf_config({**LLAMA, "model_type": "granite"}, id="t", family="llama")
+    assert "read as llama (--family llama)" in s.caveats and s.family == "granite"
+    with pytest.raises(FitplanError, match="contradicts"):
+        spec_from_hf_config({**LLAMA, "model_type": "gpt2"}, id="t", family="llama")
 
 
 @pytest.mark.parametrize(

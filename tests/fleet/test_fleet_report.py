@@ -72,6 +72,11 @@ def test_report_renders_both_charts(tmp_path: Path, capsys: pytest.CaptureFixtur
 
 def test_report_path_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["fleet", str(EXAMPLE), "--report", str(tmp_path)]) == 2
-    assert "directory" in capsys.readouterr().err
+    assert "is a folder" in capsys.readouterr().err
     assert main(["fleet", str(EXAMPLE), "--report", str(tmp_path / "no" / "r.html")]) == 2
     assert "does not exist" in capsys.readouterr().err
+    existing = tmp_path / "r.html"
+    existing.write_text("<html>mine</html>")
+    assert main(["fleet", str(EXAMPLE), "--report", str(existing)]) == 2  # before the search
+    assert "exists (pass --force" in capsys.readouterr().err
+    assert existing.read_text() == "<html>mine</html>"

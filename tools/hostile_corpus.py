@@ -1,0 +1,639 @@
+"""Write tests/data/hostile/cases.jsonl, the hand-written hostile corpus (issue 14).
+
+Run from the repository root: ``python tools/hostile_corpus.py``. Each case is one refusal the
+CLI must make by the contract in tests/conftest.py (Refusal); tests/cli/test_hostile_corpus.py
+runs them all. Add a case here, regenerate, commit both.
+"""
+
+import json
+
+with open("tests/data/tiny_llama_config.json", encoding="utf-8") as _f:
+    T = json.load(_f)
+cases = []
+
+
+def add(id, argv, needle="", files=None):
+    cases.append({"id": id, "argv": argv, "needle": needle, **({"files": files} if files else {})})
+
+
+def cfg(**kw):
+    d = {**T, **kw}
+    return {"text": json.dumps({k: v for k, v in d.items() if v != "__drop__"})}
+
+
+# ---- numbers on the command line, every command that takes them
+NUM = {
+    "nan": "nan",
+    "NaN": "NaN",
+    "inf": "inf",
+    "-inf": "-inf",
+    "Infinity": "Infinity",
+    "huge": "1e400",
+    "neg": "-3",
+    "zero": "0",
+    "text": "seven",
+    "empty": "",
+    "hex": "0x10",
+    "unicode": "٣",
+    "long": "9" * 5000,
+    "space": "  ",
+    "frac": "2.5",
+    "comma": "1,000",
+}
+explain = ["explain", "--model", "gpt2", "--gpu", "24GiB"]
+for flag in ["--micro-batch", "--seq-len", "--grad-accum", "--rank", "--tp", "--pp", "--gpus"]:
+    for k in ["nan", "inf", "neg", "zero", "text", "empty", "long", "frac", "hex", "huge"]:
+        add(f"explain{flag}={k}", [*explain, flag, NUM[k]])
+for flag in ["--headroom", "--lora-dropout"]:
+    for k in ["nan", "inf", "-inf", "neg", "text", "huge", "Infinity"]:
+        add(f"explain{flag}={k}", [*explain, flag, NUM[k]])
+for k in ["nan", "inf", "neg", "zero", "text", "huge", "long"]:
+    add(f"explain-params={k}", ["explain", "--params", NUM[k], "--gpu", "24GiB"])
+add("explain-params-1e20", ["explain", "--params", "1e20"], "absurd")
+add("explain-price", [*explain, "--price", "2"], "does nothing")
+add("explain-price-nan", [*explain, "--price", "nan"], "finite")
+for flag, v in [
+    ("--layers", "1000000000000"),
+    ("--hidden", "1000000000"),
+    ("--vocab", "1000000000000"),
+    ("--heads", "0"),
+    ("--trainable-params", "nan"),
+]:
+    add(f"raw{flag}={v}", ["explain", "--params", "7e9", flag, v])
+add(
+    "raw-heads-not-dividing",
+    ["explain", "--params", "7e9", "--layers", "32", "--hidden", "4096", "--heads", "5"],
+    "divisible",
+)
+add("raw-heads-without-hidden", ["explain", "--params", "7e9", "--heads", "8"], "--hidden")
+add(
+    "raw-trainable-over",
+    ["explain", "--params", "7e9", "--trainable-params", "8e9", "--method", "lora"],
+)
+add("raw-and-model", ["explain", "--params", "7e9", "--model", "gpt2"], "not both")
+add("raw-family", ["explain", "--params", "7e9", "--family", "llama"], "--family")
+add("catalog-family", [*explain, "--family", "llama"], "does nothing")
+add("seq-1e9", [*explain, "--seq-len", "1000000000"])
+add("seq-over-context", [*explain, "--seq-len", "4096"], "context")
+add("gpu-1e30GiB", ["explain", "--model", "gpt2", "--gpu", "1e30GiB"])
+add("gpu-1e5TiB", ["explain", "--model", "gpt2", "--gpu", "100000TiB"], "no GPU")
+add("gpu-1KiB", ["explain", "--model", "gpt2", "--gpu", "1KiB"])
+add("gpu-0GB", ["explain", "--model", "gpt2", "--gpu", "0GB"])
+add("gpu-negative", ["explain", "--model", "gpt2", "--gpu", "-24GiB"])
+add("gpu-nan", ["explain", "--model", "gpt2", "--gpu", "nanGiB"])
+add("gpu-inf", ["explain", "--model", "gpt2", "--gpu", "infGiB"])
+add("gpu-empty", ["explain", "--model", "gpt2", "--gpu", ""])
+add("gpu-long", ["explain", "--model", "gpt2", "--gpu", "x" * 100000])
+add("gpu-unknown", ["explain", "--model", "gpt2", "--gpu", "rtx-9090"], "unknown GPU")
+add("gpu-no-unit", ["explain", "--model", "gpt2", "--gpu", "24"])
+add("model-empty", ["explain", "--model", ""])
+add("model-long", ["explain", "--model", "m" * 100000])
+add("model-nul", ["explain", "--model", "a\x00b"])
+add("model-unknown", ["explain", "--model", "llama-9"], "unknown model")
+add("model-tilde-user", ["explain", "--model", "~nosuchuser12345/config.json"])
+add("method-long", [*explain, "--method", "z" * 100000])
+add("recipe-long", [*explain, "--recipe", "z" * 100000])
+add("optimizer-unknown", [*explain, "--optimizer", "adam9"], "unknown optimizer")
+add("quant-full", [*explain, "--method", "full", "--quant", "nf4"])
+add("zero-5", [*explain, "--zero", "5"])
+add("lora-on-full", [*explain, "--rank", "8"], "LoRA")
+add("fused-contradiction", [*explain, "--fused-ce", "--loss", "chunked"], "contradicts")
+add("gpus-not-tp-multiple", [*explain, "--gpus", "3", "--tp", "2"], "multiple")
+
+# ---- config.json, every way it can be wrong
+bad_cfgs = {
+    "nan-hidden": {"text": json.dumps(T).replace('"hidden_size": 64', '"hidden_size": NaN')},
+    "inf-dropout": {
+        "text": json.dumps({**T, "attention_dropout": 0.0}).replace(
+            '"attention_dropout": 0.0', '"attention_dropout": Infinity'
+        )
+    },
+    "neg-inf-vocab": {
+        "text": json.dumps(T).replace('"vocab_size": 512', '"vocab_size": -Infinity')
+    },
+    "1e400": {"text": json.dumps(T).replace('"hidden_size": 64', '"hidden_size": 1e400')},
+    "layers-1e12": cfg(num_hidden_layers=10**12),
+    "hidden-1e9": cfg(hidden_size=10**9, num_attention_heads=1, num_key_value_heads=1),
+    "vocab-1e12": cfg(vocab_size=10**12),
+    "intermediate-1e12": cfg(intermediate_size=10**12),
+    "heads-1e6": cfg(num_attention_heads=10**6),
+    "context-1e15": cfg(max_position_embeddings=10**15),
+    "no-model-type": cfg(model_type="__drop__"),
+    "unknown-model-type": cfg(model_type="frobnicator"),
+    "model-type-int": cfg(model_type=7),
+    "model-type-list": cfg(model_type=["llama"]),
+    "model-type-empty": cfg(model_type=""),
+    "heads-not-dividing": cfg(num_attention_heads=5, num_key_value_heads=5),
+    "kv-not-dividing": cfg(num_key_value_heads=3),
+    "kv-zero": cfg(num_key_value_heads=0),
+    "kv-over-heads": cfg(num_key_value_heads=8),
+    "moe-k-over-experts": cfg(model_type="mixtral", num_local_experts=2, num_experts_per_tok=4),
+    "moe-zero-experts": cfg(model_type="mixtral", num_local_experts=0),
+    "moe-k-zero": cfg(model_type="mixtral", num_local_experts=4, num_experts_per_tok=0),
+    "qwen-moe-step-zero": cfg(
+        model_type="qwen3_moe",
+        num_experts=4,
+        num_experts_per_tok=2,
+        moe_intermediate_size=32,
+        decoder_sparse_step=0,
+    ),
+    "str-bool": cfg(tie_word_embeddings="false"),
+    "int-bool": cfg(tie_word_embeddings=1),
+    "str-int": cfg(hidden_size="64"),
+    "float-int": cfg(hidden_size=64.5),
+    "bool-int": cfg(hidden_size=True),
+    "list-int": cfg(hidden_size=[64]),
+    "dict-int": cfg(hidden_size={"a": 1}),
+    "null-required": cfg(hidden_size=None),
+    "neg-layers": cfg(num_hidden_layers=-2),
+    "zero-layers": cfg(num_hidden_layers=0),
+    "zero-vocab": cfg(vocab_size=0),
+    "dropout-1.5": cfg(attention_dropout=1.5),
+    "dropout-neg": cfg(attention_dropout=-0.1),
+    "dropout-str": cfg(attention_dropout="0.1"),
+    "act-int": cfg(hidden_act=3),
+    "dup-key": {"text": '{"model_type": "llama", "model_type": "gpt2", "hidden_size": 64}'},
+    "array-top": {"text": "[1, 2, 3]"},
+    "string-top": {"text": '"llama"'},
+    "number-top": {"text": "42"},
+    "null-top": {"text": "null"},
+    "truncated": {"text": json.dumps(T)[:40]},
+    "trailing-garbage": {"text": json.dumps(T) + " xyz"},
+    "deep-nesting": {"text": "[" * 100000 + "]" * 100000},
+    "huge-int-digits": {"text": '{"model_type": "llama", "hidden_size": ' + "9" * 6000 + "}"},
+    "binary": {"hex": "00ff10203040"},
+    "latin1": {"hex": "7b226d6f64656c5f74797065223a20226c6c616de1227d"},
+    "utf16": {"hex": "fffe7b0022006d006f00"},
+    "empty": {"text": ""},
+    "whitespace": {"text": "   \n\n  "},
+    "multimodal": {"text": json.dumps({"model_type": "llava", "text_config": {}})},
+    "t5-heads": {
+        "text": json.dumps(
+            {
+                "model_type": "t5",
+                "d_model": 64,
+                "num_heads": 5,
+                "num_layers": 2,
+                "d_ff": 128,
+                "vocab_size": 100,
+            }
+        )
+    },
+    "gpt2-heads": {
+        "text": json.dumps(
+            {"model_type": "gpt2", "n_embd": 64, "n_head": 5, "n_layer": 2, "vocab_size": 100}
+        )
+    },
+    "family-contradiction": cfg(model_type="gpt2"),
+}
+for k, f in bad_cfgs.items():
+    argv = ["explain", "--model", "{tmp}/config.json", "--gpu", "24GiB"]
+    if k == "family-contradiction":
+        argv += ["--family", "llama"]
+    add(f"config-{k}", argv, "", {"config.json": f})
+    if k in (
+        "nan-hidden",
+        "layers-1e12",
+        "no-model-type",
+        "moe-k-over-experts",
+        "binary",
+        "deep-nesting",
+    ):
+        add(
+            f"search-config-{k}",
+            ["search", "--model", "{tmp}/config.json", "--gpu", "24GiB"],
+            "",
+            {"config.json": f},
+        )
+        add(f"fits-config-{k}", ["fits", "--models", "{tmp}/config.json"], "", {"config.json": f})
+add(
+    "config-family-unknown",
+    ["explain", "--model", "{tmp}/config.json", "--family", "mamba"],
+    "not a supported family",
+    {"config.json": cfg(model_type="__drop__")},
+)
+add("config-is-folder", ["explain", "--model", "{tmp}/sub"], "", {"sub/readme.txt": {"text": "x"}})
+add("config-missing", ["explain", "--model", "{tmp}/nope.json"], "no such")
+
+# ---- search
+S = ["search", "--model", "qwen2.5-0.5b", "--gpu", "rtx-4090"]
+for flag in [
+    "--target-batch",
+    "--max-gpus",
+    "--gpus-per-node",
+    "--trials",
+    "--seed",
+    "--top",
+    "--pick",
+    "--lora-alpha",
+]:
+    for k in ["nan", "neg", "zero", "text", "huge", "frac"]:
+        if flag == "--seed" and k == "zero":
+            continue
+        add(f"search{flag}={k}", [*S, flag, NUM[k]])
+for k in ["nan", "inf", "neg", "zero", "text", "huge"]:
+    add(f"search-tokens={k}", [*S, "--tokens", NUM[k]])
+    if k != "zero":
+        add(f"search-price={k}", [*S, "--price", NUM[k]])
+for v in ["lots", "1e30GiB", "0GiB", "-5GiB", "nanGiB", "1KiB", "x" * 10000]:
+    add(f"search-cpu-ram={v[:12]}", [*S, "--cpu-ram", v])
+add("search-gpus-per-node", [*S, "--gpus", "4", "--gpus-per-node", "3"], "whole number of nodes")
+add("search-max-over-gpus", [*S, "--gpus", "4", "--max-gpus", "8"], "do nothing")
+add("search-storage-exhaustive", [*S, "--storage", "sqlite:///{tmp}/x.db"], "exhaustive")
+add("search-trials-exhaustive", [*S, "--trials", "5"], "exhaustive")
+add("search-seed-exhaustive", [*S, "--seed", "5"], "exhaustive")
+add(
+    "search-study-no-storage",
+    [*S, "--strategy", "optuna", "--study-name", "x"],
+    "without --storage",
+)
+add("search-storage-scheme", [*S, "--strategy", "optuna", "--storage", "mongodb://h/db"], "scheme")
+add("search-storage-empty", [*S, "--strategy", "optuna", "--storage", ""])
+add(
+    "search-storage-memory",
+    [*S, "--strategy", "optuna", "--storage", "sqlite:///:memory:"],
+    "needs a file",
+)
+add(
+    "search-storage-nofolder",
+    [*S, "--strategy", "optuna", "--storage", "sqlite:///{tmp}/no/x.db"],
+    "does not exist",
+)
+add("search-storage-folder", [*S, "--strategy", "optuna", "--storage", "sqlite:///{tmp}"], "folder")
+add("search-storage-long", [*S, "--strategy", "optuna", "--storage", "postgresql://" + "h" * 5000])
+add(
+    "search-storage-badport",
+    [*S, "--strategy", "optuna", "--storage", "postgresql://u@h:99999999/db"],
+)
+add(
+    "search-storage-nohost",
+    [*S, "--strategy", "optuna", "--storage", "postgresql:///db"],
+    "no host",
+)
+add("search-strategy-unknown", [*S, "--strategy", "grid"], "unknown strategy")
+add("search-json-top", [*S, "--json", "--top", "3"], "does nothing")
+add("search-force-nothing", [*S, "--force"], "does nothing")
+add("search-alpha-no-emit", [*S, "--lora-alpha", "16"], "launch files")
+add(
+    "search-alpha-full",
+    [*S, "--method", "full", "--lora-alpha", "16", "--emit", "hf", "--out", "{tmp}/o"],
+    "full",
+)
+add("search-out-no-emit", [*S, "--out", "{tmp}/o"], "needs --emit")
+add("search-emit-no-out", [*S, "--emit", "hf"], "needs --out")
+add("search-pick-no-emit", [*S, "--pick", "2"], "needs --emit")
+add("search-emit-unknown", [*S, "--emit", "megatron", "--out", "{tmp}/o"], "unknown launch format")
+add(
+    "search-out-existing",
+    [*S, "--emit", "hf", "--out", "{tmp}/run"],
+    "not empty",
+    {"run/train.py": {"text": "keep me"}},
+)
+add(
+    "search-out-is-file",
+    [*S, "--emit", "hf", "--out", "{tmp}/f"],
+    "is a file",
+    {"f": {"text": "x"}},
+)
+add(
+    "search-csv-existing",
+    [*S, "--csv", "{tmp}/front.csv"],
+    "exists",
+    {"front.csv": {"text": "a,b\n1,2\n"}},
+)
+add("search-csv-folder", [*S, "--csv", "{tmp}/d"], "folder", {"d/x": {"text": "x"}})
+add("search-csv-nofolder", [*S, "--csv", "{tmp}/no/front.csv"], "does not exist")
+add(
+    "search-csv-twice-emit",
+    [*S, "--csv", "{tmp}/front.csv", "--emit", "hf", "--out", "{tmp}/o"],
+    "exists",
+    {"front.csv": {"text": "x"}},
+)
+add("search-rank-by", [*S, "--rank-by", "beauty"])
+add("search-no-model", ["search", "--gpu", "rtx-4090", "--bogus"])
+
+# ---- fits
+for k in ["nan", "neg", "zero", "text", "huge"]:
+    add(f"fits-gpus={k}", ["fits", "--gpus", NUM[k]])
+    add(f"fits-seq={k}", ["fits", "--seq-len", NUM[k]])
+    add(f"fits-target={k}", ["fits", "--target-batch", NUM[k]])
+add("fits-price", ["fits", "--price", "2"], "does nothing")
+add("fits-family-no-models", ["fits", "--family", "llama"], "--models")
+add("fits-unknown-model", ["fits", "--models", "gpt9"], "unknown model")
+add("fits-cpu-ram", ["fits", "--cpu-ram", "1e30GiB"])
+
+# ---- fleet files
+POOL = "pools:\n  - name: h100\n    gpu: h100-sxm\n    count: 8\n"
+JOB = "jobs:\n  - name: a\n    model: llama-3.2-1b\n    methods: [lora]\n    target_batch: 32\n    seq_len: 2048\n    tokens: 1e9\n"
+
+
+def fleet(text):
+    return {"fleet.yaml": {"text": text}}
+
+
+fleet_bad = {
+    "count-nan": POOL.replace("count: 8", "count: .nan") + JOB,
+    "count-str": POOL.replace("count: 8", 'count: "8"') + JOB,
+    "count-float": POOL.replace("count: 8", "count: 8.5") + JOB,
+    "count-zero": POOL.replace("count: 8", "count: 0") + JOB,
+    "count-huge": POOL.replace("count: 8", "count: 1000000000000") + JOB,
+    "count-bool": POOL.replace("count: 8", "count: true") + JOB,
+    "tokens-nan": POOL + JOB.replace("tokens: 1e9", "tokens: .nan"),
+    "tokens-inf": POOL + JOB.replace("tokens: 1e9", "tokens: .inf"),
+    "tokens-neg": POOL + JOB.replace("tokens: 1e9", "tokens: -5"),
+    "tokens-text": POOL + JOB.replace("tokens: 1e9", "tokens: lots"),
+    "tokens-huge": POOL + JOB.replace("tokens: 1e9", "tokens: 1e30"),
+    "tokens-long": POOL + JOB.replace("tokens: 1e9", "tokens: " + "9" * 5000 + "B"),
+    "seq-huge": POOL + JOB.replace("seq_len: 2048", "seq_len: 1000000000"),
+    "seq-str": POOL + JOB.replace("seq_len: 2048", 'seq_len: "2048"'),
+    "batch-zero": POOL + JOB.replace("target_batch: 32", "target_batch: 0"),
+    "price-nan": POOL + "    usd_per_gpu_hour: .nan\n" + JOB,
+    "price-inf": POOL + "    usd_per_gpu_hour: .inf\n" + JOB,
+    "price-neg": POOL + "    usd_per_gpu_hour: -1\n" + JOB,
+    "headroom-1": POOL + "    headroom: 1.0\n" + JOB,
+    "gpn-not-dividing": POOL.replace("count: 8", "count: 12\n    gpus_per_node: 8") + JOB,
+    "cpu-ram-huge": POOL + "    cpu_ram_per_node: 1e30GiB\n" + JOB,
+    "cpu-ram-text": POOL + "    cpu_ram_per_node: plenty\n" + JOB,
+    "gpu-size-only": POOL.replace("gpu: h100-sxm", "gpu: 80GiB") + JOB,
+    "gpu-unknown": POOL.replace("gpu: h100-sxm", "gpu: h900") + JOB,
+    "custom-gpu-mem": POOL.replace(
+        "gpu: h100-sxm",
+        "gpu: {name: x, memory: 1e30GiB, bf16_tflops: 100, bandwidth_gb_s: 1000}\n    usd_per_gpu_hour: 1",
+    )
+    + JOB,
+    "custom-gpu-nan": POOL.replace(
+        "gpu: h100-sxm",
+        "gpu: {name: x, memory: 48GiB, bf16_tflops: .nan, bandwidth_gb_s: 1000}\n    usd_per_gpu_hour: 1",
+    )
+    + JOB,
+    "custom-gpu-extra": POOL.replace(
+        "gpu: h100-sxm",
+        "gpu: {name: x, memory: 48GiB, bf16_tflops: 10, bandwidth_gb_s: 1000, colour: red}\n    usd_per_gpu_hour: 1",
+    )
+    + JOB,
+    "unknown-field": POOL + "    colour: red\n" + JOB,
+    "dup-pool": POOL + POOL.replace("pools:\n", "") + JOB,
+    "job-pool-unknown": POOL + JOB + "    pools: [a100]\n",
+    "model-unknown": POOL + JOB.replace("llama-3.2-1b", "llama-9"),
+    "model-nul": POOL + JOB.replace("llama-3.2-1b", '"a\\0b"'),
+    "model-long": POOL + JOB.replace("llama-3.2-1b", "m" * 10000),
+    "methods-bad": POOL + JOB.replace("[lora]", "[magic]"),
+    "methods-empty": POOL + JOB.replace("[lora]", "[]"),
+    "seq-over-context": POOL + JOB.replace("seq_len: 2048", "seq_len: 1000000"),
+    "no-jobs": POOL,
+    "jobs-not-list": POOL + "jobs: 5\n",
+    "pools-scalar": "pools: x\n" + JOB,
+    "int-key": POOL + JOB + "1: x\n",
+    "list-key": POOL + JOB + "? [a, b]\n: x\n",
+    "python-tag": POOL + JOB + "title: !!python/object/apply:os.system ['echo pwned']\n",
+    "python-name": "pools: !!python/name:os.system\n" + JOB,
+    "alias-bomb": "a: &a [x,x,x,x,x,x,x,x,x,x]\nb: &b [*a,*a,*a,*a,*a,*a,*a,*a,*a,*a]\nc: &c [*b,*b,*b,*b,*b,*b,*b,*b,*b,*b]\nd: &d [*c,*c,*c,*c,*c,*c,*c,*c,*c,*c]\ne: &e [*d,*d,*d,*d,*d,*d,*d,*d,*d,*d]\nf: &f [*e,*e,*e,*e,*e,*e,*e,*e,*e,*e]\ng: &g [*f,*f,*f,*f,*f,*f,*f,*f,*f,*f]\nh: &h [*g,*g,*g,*g,*g,*g,*g,*g,*g,*g]\ni: &i [*h,*h,*h,*h,*h,*h,*h,*h,*h,*h]\npools: *i\njobs: *i\n",
+    "alias-bomb-in-field": POOL
+    + "a: &a [x,x,x,x,x,x,x,x,x,x]\nb: &b [*a,*a,*a,*a,*a,*a,*a,*a,*a,*a]\nc: &c [*b,*b,*b,*b,*b,*b,*b,*b,*b,*b]\nd: &d [*c,*c,*c,*c,*c,*c,*c,*c,*c,*c]\ne: &e [*d,*d,*d,*d,*d,*d,*d,*d,*d,*d]\nf: &f [*e,*e,*e,*e,*e,*e,*e,*e,*e,*e]\ng: &g [*f,*f,*f,*f,*f,*f,*f,*f,*f,*f]\nh: &h [*g,*g,*g,*g,*g,*g,*g,*g,*g,*g]\n"
+    + JOB.replace("tokens: 1e9", "tokens: *h"),
+    "recursive-alias": "pools: &p [*p]\n" + JOB,
+    "deep-nesting": "pools: " + "[" * 50000 + "]" * 50000 + "\n" + JOB,
+    "tabs": "pools:\n\t- name: x\n" + JOB,
+    "two-documents": POOL + JOB + "---\n" + POOL + JOB,
+    "empty": "",
+    "comment-only": "# nothing\n",
+    "scalar": "42\n",
+}
+for k, text in fleet_bad.items():
+    add(f"fleet-{k}", ["fleet", "{tmp}/fleet.yaml"], "", fleet(text))
+add("fleet-binary", ["fleet", "{tmp}/fleet.yaml"], "binary", {"fleet.yaml": {"hex": "00010203ff"}})
+add(
+    "fleet-latin1",
+    ["fleet", "{tmp}/fleet.yaml"],
+    "UTF-8",
+    {"fleet.yaml": {"hex": "706f6f6c733a20e90a"}},
+)
+add("fleet-missing", ["fleet", "{tmp}/nope.yaml"], "no such")
+add("fleet-folder", ["fleet", "{tmp}"], "folder")
+add("fleet-workers", ["fleet", "{tmp}/fleet.yaml", "--workers", "0"], "", fleet(POOL + JOB))
+add(
+    "fleet-force-no-report",
+    ["fleet", "{tmp}/fleet.yaml", "--force"],
+    "does nothing",
+    fleet(POOL + JOB),
+)
+add(
+    "fleet-report-exists",
+    ["fleet", "{tmp}/fleet.yaml", "--report", "{tmp}/r.html"],
+    "exists",
+    {**fleet(POOL + JOB), "r.html": {"text": "<html>keep</html>"}},
+)
+add(
+    "fleet-report-folder",
+    ["fleet", "{tmp}/fleet.yaml", "--report", "{tmp}"],
+    "folder",
+    fleet(POOL + JOB),
+)
+add(
+    "fleet-report-nofolder",
+    ["fleet", "{tmp}/fleet.yaml", "--report", "{tmp}/no/r.html"],
+    "does not exist",
+    fleet(POOL + JOB),
+)
+add("fleet-solver", ["fleet", "{tmp}/fleet.yaml", "--solver", "magic"], "", fleet(POOL + JOB))
+
+# ---- scenario files
+for k in [
+    "python-tag",
+    "alias-bomb",
+    "recursive-alias",
+    "int-key",
+    "scalar",
+    "empty",
+    "deep-nesting",
+]:
+    add(
+        f"scenario-{k}", ["scenario", "run", "{tmp}/s.yaml"], "", {"s.yaml": {"text": fleet_bad[k]}}
+    )
+add(
+    "scenario-binary",
+    ["scenario", "run", "{tmp}/s.yaml"],
+    "binary",
+    {"s.yaml": {"hex": "7f454c4602010100"}},
+)
+add("scenario-elf-like", ["scenario", "run", "{tmp}/s.yaml"], "", {"s.yaml": {"hex": "7f454c46c3"}})
+add("scenario-missing", ["scenario", "run", "{tmp}/none.yaml"], "no such scenario file")
+add("scenario-folder", ["scenario", "run", "{tmp}"], "folder")
+add(
+    "scenario-no-cases",
+    ["scenario", "run", "{tmp}/s.yaml"],
+    "",
+    {"s.yaml": {"text": "title: x\ncases: 5\n"}},
+)
+add(
+    "scenario-unknown-kind",
+    ["scenario", "run", "{tmp}/s.yaml"],
+    "unknown kind",
+    {"s.yaml": {"text": "title: x\ncases:\n  - name: a\n    kind: magic\n    expect: {}\n"}},
+)
+add("scenario-no-subcommand", ["scenario"], "subcommand")
+
+# ---- launch plan files
+PLAN = {
+    "model": "qwen2.5-0.5b",
+    "gpu": "rtx-4090",
+    "config": {
+        "method": "lora",
+        "micro_batch": 1,
+        "grad_accum": 8,
+        "seq_len": 512,
+        "dp": 1,
+        "recipe": "bf16-torch",
+    },
+}
+
+
+def plan(mut=None, text=None):
+    if text is not None:
+        return {"plan.json": {"text": text}}
+    d = json.loads(json.dumps(PLAN))
+    if mut:
+        mut(d)
+    return {"plan.json": {"text": json.dumps(d)}}
+
+
+L = ["launch", "{tmp}/plan.json", "--emit", "hf", "--out", "{tmp}/out"]
+plan_bad = {
+    "nan": plan(text=json.dumps(PLAN).replace('"micro_batch": 1', '"micro_batch": NaN')),
+    "str-int": plan(lambda d: d["config"].update(micro_batch="1")),
+    "float-int": plan(lambda d: d["config"].update(micro_batch=1.5)),
+    "zero-mb": plan(lambda d: d["config"].update(micro_batch=0)),
+    "huge-mb": plan(lambda d: d["config"].update(micro_batch=10**12)),
+    "str-bool": plan(lambda d: d["config"].update(optimizer_in_backward="true")),
+    "unknown-knob": plan(lambda d: d["config"].update(warp_drive=1)),
+    "missing-method": plan(lambda d: d["config"].pop("method")),
+    "config-list": plan(lambda d: d.update(config=[1])),
+    "model-int": plan(lambda d: d.update(model=5)),
+    "model-unknown": plan(lambda d: d.update(model="llama-9")),
+    "gpu-int": plan(lambda d: d.update(gpu=5)),
+    "gpn-str": plan(lambda d: d.update(gpus_per_node="eight")),
+    "gpn-zero": plan(lambda d: d.update(gpus_per_node=0)),
+    "gpus-mismatch": plan(lambda d: d["config"].update(gpus=7)),
+    "front-empty": plan(text=json.dumps({"front": []})),
+    "front-not-list": plan(text=json.dumps({"front": 5})),
+    "dup-key": plan(text='{"model": "a", "model": "b"}'),
+    "array": plan(text="[]"),
+    "truncated": plan(text=json.dumps(PLAN)[:30]),
+    "binary": {"plan.json": {"hex": "0000ff"}},
+    "empty": plan(text=""),
+}
+for k, files in plan_bad.items():
+    add(f"launch-{k}", L, "", files)
+add(
+    "launch-pick-range",
+    ["launch", "{tmp}/plan.json", "--emit", "hf", "--out", "{tmp}/out", "--pick", "5"],
+    "out of range",
+    plan(text=json.dumps({"front": [PLAN]})),
+)
+add(
+    "launch-pick-single",
+    ["launch", "{tmp}/plan.json", "--emit", "hf", "--out", "{tmp}/out", "--pick", "2"],
+    "one plan",
+    plan(),
+)
+add(
+    "launch-pick-zero",
+    ["launch", "{tmp}/plan.json", "--emit", "hf", "--out", "{tmp}/out", "--pick", "0"],
+    "",
+    plan(),
+)
+add("launch-alpha-zero", [*L, "--lora-alpha", "0"], "", plan())
+add("launch-alpha-nan", [*L, "--lora-alpha", "nan"], "", plan())
+add("launch-out-existing", L, "not empty", {**plan(), "out/train.py": {"text": "mine"}})
+add(
+    "launch-out-file",
+    ["launch", "{tmp}/plan.json", "--emit", "hf", "--out", "{tmp}/plan.json"],
+    "is a file",
+    plan(),
+)
+add(
+    "launch-out-under-file",
+    ["launch", "{tmp}/plan.json", "--emit", "hf", "--out", "{tmp}/plan.json/sub"],
+    "",
+    plan(),
+)
+add("launch-missing", L, "no such")
+add("launch-gpn", [*L, "--gpus-per-node", "0"], "", plan())
+add(
+    "launch-alpha-full",
+    [*L, "--lora-alpha", "8"],
+    "full",
+    plan(lambda d: d["config"].update(method="full")),
+)
+
+# ---- accuracy CSVs
+add("accuracy-binary", ["accuracy", "{tmp}/x.csv"], "binary", {"x.csv": {"hex": "0001020304"}})
+add(
+    "accuracy-latin1",
+    ["accuracy", "{tmp}/x.csv"],
+    "UTF-8",
+    {"x.csv": {"hex": "69642c6d6f64656c0ae92c780a"}},
+)
+add("accuracy-empty", ["accuracy", "{tmp}/x.csv"], "empty", {"x.csv": {"text": ""}})
+add("accuracy-no-columns", ["accuracy", "{tmp}/x.csv"], "column", {"x.csv": {"text": "a,b\n1,2\n"}})
+add("accuracy-folder", ["accuracy", "{tmp}"], "folder")
+add("accuracy-missing", ["accuracy", "{tmp}/none.csv"], "no such")
+add("accuracy-nul-field", ["accuracy", "{tmp}/x.csv"], "", {"x.csv": {"text": "a,b\n1,\x002\n"}})
+
+# ---- measure / autotune / trace: refused before torch runs anything
+M = ["measure", "--model", "{tmp}/config.json", "--device", "cpu"]
+add("measure-steps-zero", ["measure", "--model", "gpt2", "--steps", "0"])
+add("measure-steps-nan", ["measure", "--model", "gpt2", "--steps", "nan"])
+add("measure-config-nan", M, "NaN", {"config.json": bad_cfgs["nan-hidden"]})
+add("measure-config-notype", M, "model_type", {"config.json": bad_cfgs["no-model-type"]})
+add(
+    "measure-json-bad-header",
+    M[:3]
+    + ["gpt2", "--device", "cpu", "--json", "{tmp}/rows.csv"][0:0]
+    + ["--json", "{tmp}/rows.csv"],
+    "other columns",
+    {"config.json": {"text": json.dumps(T)}, "rows.csv": {"text": "a,b\n1,2"}},
+)
+add(
+    "measure-json-binary",
+    [*M, "--json", "{tmp}/rows.csv"],
+    "binary",
+    {"config.json": {"text": json.dumps(T)}, "rows.csv": {"hex": "00ff00ff"}},
+)
+add(
+    "measure-json-folder",
+    [*M, "--json", "{tmp}"],
+    "folder",
+    {"config.json": {"text": json.dumps(T)}},
+)
+add("measure-price", ["measure", "--model", "gpt2", "--price", "2"], "does nothing")
+add("autotune-trials-zero", ["autotune", "--model", "gpt2", "--trials", "0"])
+add("autotune-cpu-ram", ["autotune", "--model", "gpt2", "--cpu-ram", "64GiB"], "does nothing")
+add("autotune-storage", ["autotune", "--model", "gpt2", "--storage", "mongodb://x"], "")
+add("autotune-candidates", ["autotune", "--model", "gpt2", "--candidates", "-1"])
+add("trace-layers-zero", ["trace", "gpt2", "--layers", "0"])
+add("trace-layers-huge", ["trace", "gpt2", "--layers", "100000"])
+add("trace-seq-nan", ["trace", "gpt2", "--seq-len", "nan"])
+add("trace-batch-neg", ["trace", "gpt2", "--batch", "-1"])
+add(
+    "trace-config-bomb",
+    ["trace", "{tmp}/config.json"],
+    "",
+    {"config.json": bad_cfgs["layers-1e12"]},
+)
+
+# ---- the parser itself
+add("no-such-command", ["frobnicate"])
+add("unknown-flag", ["explain", "--model", "gpt2", "--warp", "9"], "unrecognized")
+add("long-unknown-flag", ["explain", "--" + "x" * 100000])
+add("models-extra", ["models", "--bogus"])
+add("gpus-extra", ["gpus", "extra"])
+
+seen = set()
+for c in cases:
+    assert c["id"] not in seen, c["id"]
+    seen.add(c["id"])
+with open("tests/data/hostile/cases.jsonl", "w", encoding="utf-8") as f:
+    for c in cases:
+        f.write(json.dumps(c, ensure_ascii=True) + "\n")
+print(len(cases))
