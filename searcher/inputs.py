@@ -7,7 +7,7 @@ from typing import Any
 
 from constraints.errors import FitplanError
 from constraints.gpus import GpuSpec, resolve_gpu
-from constraints.models import ModelSpec, raw_model, resolve_model
+from constraints.models import ModelSpec, raw_model
 
 NO_MODEL_HINT = (
     "give --model NAME (see `fitplan models`), --model path/to/config.json, or raw numbers such as "
@@ -29,7 +29,9 @@ def model_from_args(args: argparse.Namespace) -> ModelSpec:
             raise FitplanError(
                 f"{', '.join(extra)} only apply to raw numbers (--params), not to --model"
             )
-        return resolve_model(args.model)
+        from searcher.hub import resolve_any_model
+
+        return resolve_any_model(args.model)
     if raw_flags["params"] is not None:
         return raw_model(
             raw_flags["params"],

@@ -7,6 +7,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import NoReturn
 
+from searcher.cli.check import register as register_check
 from searcher.cli.fleet import register as register_fleet
 from searcher.cli.launch import add_emit_args
 from searcher.cli.launch import register as register_launch
@@ -226,6 +227,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     register_launch(sub)
     register_fleet(sub)
+    register_check(sub)
 
     p = sub.add_parser("models", help="list the model catalog")
     p.add_argument("--json", action="store_true")
