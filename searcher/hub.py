@@ -57,12 +57,12 @@ def hub_config(repo_id: str, revision: str | None = None) -> tuple[Path, str]:
         ) from None
     except RevisionNotFoundError:
         raise FitplanError(f"--model {repo_id}: no revision '{revision}'") from None
-    except EntryNotFoundError:
-        raise FitplanError(f"--model {repo_id}: the repository has no config.json") from None
-    except LocalEntryNotFoundError:
+    except LocalEntryNotFoundError:  # a subclass of EntryNotFoundError: first
         raise FitplanError(
             f"--model {repo_id}: offline and its config.json is not in the HF cache", local_hint
         ) from None
+    except EntryNotFoundError:
+        raise FitplanError(f"--model {repo_id}: the repository has no config.json") from None
     except OSError as err:
         raise FitplanError(f"--model {repo_id}: cannot fetch config.json ({err})", local_hint) from None
     commit = path.parent.name if path.parent.parent.name == "snapshots" else (revision or "unknown")

@@ -21,8 +21,6 @@ from constraints.errors import FitplanError
 
 _UNITS = {"bytes": 1, "b": 1, "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}
 _SIZE = r"([\d.]+)\s*(bytes|B|KiB|MiB|GiB|TiB)"
-#: reserved-but-unallocated above this share of the capacity points at fragmentation
-FRAGMENTATION_SHARE = 0.05
 EXPANDABLE = "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True"
 
 
@@ -43,9 +41,9 @@ class OomMessage:
 
     @property
     def fragmentation(self) -> bool:
-        """Reserved-but-unallocated is large, and alone would have held the request."""
-        ru = self.reserved_unallocated or 0
-        return ru >= self.requested or ru > FRAGMENTATION_SHARE * self.capacity
+        """The allocator failed although it held more reserved-but-unallocated memory than the
+        request: free, but in blocks too small — fragmentation."""
+        return (self.reserved_unallocated or 0) >= self.requested
 
     @property
     def in_use(self) -> int:

@@ -164,7 +164,7 @@ def read_trainer(
         if key in d:
             r.read(doc, key, "loss")
     # method, LoRA, quantisation
-    peft = next((x for x in extra if isinstance(x.data, dict) and "peft_type" in x.data), None)
+    peft = next((x for x in [doc, *extra] if isinstance(x.data, dict) and "peft_type" in x.data), None)
     lora = False
     if fmt == "axolotl":
         adapter = d.get("adapter")

@@ -57,8 +57,9 @@ def gpu_for_capacity(capacity: int):
     return best.model_copy(update={"memory_bytes": capacity, "name": f"{best.name} (as CUDA reports it)"})
 
 
-def _verified_edits(reading, cfg, new, overrides, gpus) -> dict[Path, tuple[str, str]] | None:
-    """{path: (new text, diff)} when the edits, re-read, give exactly ``new``; None otherwise."""
+def _verified_edits(reading, cfg, new, overrides, gpus):
+    """({path: (new text, diff)}, the config the edited files mean) when the edits re-read into
+    ``new`` up to what the format fixes itself (the adapter dtype); None otherwise."""
     from searcher.check.doc import unified_diff
     from searcher.check.load import apply_edits, read_configs, train_config
 
@@ -74,10 +75,10 @@ def _verified_edits(reading, cfg, new, overrides, gpus) -> dict[Path, tuple[str,
         back = train_config(again, overrides, gpus)
     except FitplanError:
         return None
-    if back != new:
+    if back.model_copy(update={"adapter_dtype": new.adapter_dtype}) != new:
         return None
     docs = {d.path.resolve(): d for d in reading.docs}
-    return {p: (t, unified_diff(docs[p], t)) for p, t in texts.items()}
+    return {p: (t, unified_diff(docs[p], t)) for p, t in texts.items()}, back
 
 
 def cmd_check(args: argparse.Namespace) -> int:
@@ -126,16 +127,24 @@ def cmd_check(args: argparse.Namespace) -> int:
     e = explain(spec, cfg, gpu, headroom)
     suggestions: list[tuple[Any, dict[Path, tuple[str, str]]]] = []
     if not e.verdict.fits or oom is not None:
-        cache: dict[Any, dict[Path, tuple[str, str]] | None] = {}
+        from searcher.check.suggest import Suggestion, evaluate
+
+        cache: dict[Any, Any] = {}
 
         def accept(new) -> bool:
             if new not in cache:
-                cache[new] = _verified_edits(reading, cfg, new, overrides, args.gpus)
+                got = _verified_edits(reading, cfg, new, overrides, args.gpus)
+                if got is not None and got[1] != new:  # the file means a slightly other config
+                    needed, fits, tps, _usable = evaluate(spec, [got[1]], gpu, headroom)
+                    got = got if fits[0] else None
+                cache[new] = got
             return cache[new] is not None
 
         for s in suggest(spec, cfg, gpu, headroom, accept=accept, limit=args.top):
-            edits = cache[s.config]
-            assert edits is not None
+            edits, back = cache[s.config]
+            if back != s.config:
+                needed, _fits, tps, usable = evaluate(spec, [back], gpu, headroom)
+                s = Suggestion(s.changes, s.kind, back, needed[0], usable, tps[0], s.tokens_per_s_before)
             suggestions.append((s, edits))
     if args.json:
         sys.stdout.write(json.dumps(_json(reading, spec, cfg, e, oom, suggestions, KIND_NAMES), indent=2, default=str) + "\n")
@@ -230,7 +239,7 @@ def _print(reading, spec, cfg, e, oom, suggestions, kinds, all_keys, diagnosis) 
         speed = f"{lost:.0%} slower" if lost > 0.005 else f"{-lost:.0%} faster" if lost < -0.005 else "same speed"
         con.print(
             f"{i}. {' + '.join(s.changes)} [{kinds[s.kind]}]: {s.needed / GiB:.2f} of {s.usable / GiB:.2f} GiB, "
-            f"{s.tokens_per_s:,.0f} tokens/s ({speed})",
+            f"{s.tokens_per_s:,.4g} tokens/s ({speed})",
             markup=False,
         )
         for _text, diff in edits.values():

@@ -1,0 +1,214 @@
+"""fitplan check: real config files of each format, the OOM message, diffs that apply and fit,
+and the round trip through fitplan's own emitted files.
+
+Expected knob values are read off the files by hand (the comments say which key), not from the
+code under test."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from constraints.config import TrainConfig
+from searcher.check.load import read_configs, train_config
+from searcher.check.oom import parse_oom
+from searcher.cli.main import main
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "check"
+GiB = 2**30
+
+
+def run_json(capsys, *argv: str) -> tuple[int, dict]:
+    code = main(["check", *argv, "--json"])
+    return code, json.loads(capsys.readouterr().out)
+
+
+# ---- the OOM message ----------------------------------------------------------------------
+
+
+def test_oom_message_torch2():
+    text = (
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total "
+        "capacity of 23.64 GiB of which 1.20 GiB is free. Including non-PyTorch memory, this process "
+        "has 22.43 GiB memory in use. Of the allocated memory 20.10 GiB is allocated by PyTorch, and "
+        "1.50 GiB is reserved by PyTorch but unallocated. If reserved but unallocated memory is large "
+        "try setting PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to avoid fragmentation."
+    )
+    m = parse_oom(text)
+    assert m.requested == 2 * GiB
+    assert m.capacity == round(23.64 * GiB)
+    assert m.free == round(1.2 * GiB)
+    assert m.allocated == round(20.1 * GiB)
+    assert m.reserved_unallocated == round(1.5 * GiB)
+    assert not m.fragmentation  # 1.5 GiB reserved-free could not have held the 2 GiB asked
+    frag = parse_oom(text.replace("1.50 GiB is reserved", "3.24 GiB is reserved"))
+    assert frag.fragmentation  # 3.24 GiB reserved-unallocated would have held the 2 GiB request
+
+
+def test_oom_message_old_torch():
+    text = (
+        "RuntimeError: CUDA out of memory. Tried to allocate 36.00 MiB (GPU 0; 7.93 GiB total "
+        "capacity; 130.35 MiB already allocated; 47.06 MiB free; 188.00 MiB reserved in total by PyTorch)"
+    )
+    m = parse_oom(text)
+    assert m.requested == 36 * 2**20
+    assert m.capacity == round(7.93 * GiB)
+    assert m.reserved_unallocated == round(188.0 * 2**20) - round(130.35 * 2**20)
+
+
+def test_oom_without_numbers_is_one_line(capsys):
+    code = main(["check", str(DATA / "axolotl-qlora-1b.yml"), "--oom", "it crashed"])
+    assert code == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Tried to allocate" in err
+
+
+# ---- each format from a real file ---------------------------------------------------------
+
+
+def test_axolotl_qlora_real_file(capsys):
+    code, out = run_json(capsys, str(DATA / "axolotl-qlora-1b.yml"), "--model", "llama-3.2-1b", "--gpu", "rtx-4090")
+    c = out["config"]
+    assert out["format"] == "axolotl"
+    # adapter: qlora, load_in_4bit: true, no double-quant key; lora_r 32; lora_dropout 0.05
+    assert (c["method"], c["quant"], c["lora_rank"], c["lora_dropout"]) == ("qlora", "nf4", 32, 0.05)
+    # micro_batch_size 2, gradient_accumulation_steps 4, sequence_len 2048
+    assert (c["micro_batch"], c["grad_accum"], c["seq_len"]) == (2, 4, 2048)
+    # optimizer adamw_bnb_8bit, gradient_checkpointing true, flash_attention true
+    assert (c["optimizer"], c["checkpointing"], c["attention"]) == ("adamw-8bit", "full", "flash")
+    keys = {u["key"]: u for u in out["keys"]}
+    assert keys["learning_rate"]["status"] == "ignored"
+    assert keys["lora_r"]["status"] == "read"
+    assert code == 0 and out["fits"]
+
+
+def test_torchtune_real_file(capsys):
+    code, out = run_json(capsys, str(DATA / "torchtune-1B-lora-single-device.yaml"), "--gpu", "rtx-4090", "--seq-len", "2048")
+    c = out["config"]
+    assert out["format"] == "torchtune" and out["model"]["id"] == "llama-3.2-1b"  # lora_llama3_2_1b
+    # lora_attn_modules q, v, output; apply_lora_to_mlp; lora_rank 64; batch_size 4; accumulation 4
+    assert c["lora_targets"] == "q_proj,v_proj,o_proj,gate_proj,up_proj,down_proj"
+    assert (c["lora_rank"], c["micro_batch"], c["grad_accum"]) == (64, 4, 4)
+    assert (c["loss"], c["recipe"], c["checkpointing"]) == ("chunked", "bf16-torch", "none")
+    unmapped = [u["key"] for u in out["keys"] if u["status"] == "unmapped"]
+    assert "tokenizer.max_seq_len" in unmapped  # null: no limit, so --seq-len is needed
+
+
+def test_llamafactory_with_deepspeed_real_files(capsys):
+    code, out = run_json(
+        capsys, str(DATA / "llamafactory-lora-sft-ds3.yaml"), str(DATA / "ds_z3_config.json"),
+        "--model", "llama-3-8b", "--gpu", "rtx-4090", "--gpus", "2",
+    )
+    c = out["config"]
+    # finetuning_type lora, lora_rank 8, lora_target all; cutoff_len 2048; batch 1 × accumulation 2
+    assert (c["method"], c["lora_rank"], c["lora_targets"]) == ("lora", 8, "all-linear")
+    assert (c["seq_len"], c["micro_batch"], c["grad_accum"]) == (2048, 1, 2)
+    # DeepSpeed stage 3, bf16 "auto" with bf16: true → DeepSpeed bf16 (fp32 master); LLaMA-Factory
+    # checkpoints by default
+    assert (c["zero"], c["recipe"], c["checkpointing"], c["dp"]) == (3, "bf16-master", "full", 2)
+    unmapped = {u["key"] for u in out["keys"] if u["status"] == "unmapped"}
+    assert "zero_optimization.stage3_max_live_parameters" in unmapped
+
+
+def test_trainer_args_with_peft_and_deepspeed_real_files(capsys):
+    code, out = run_json(
+        capsys, str(DATA / "hf-trainer-qlora.yaml"), str(DATA / "ds_config_zero3_bf16.json"),
+        "--model", "mistral-7b-v0.1", "--gpu", "a100-80gb", "--gpus", "4",
+    )
+    c = out["config"]
+    # use_peft + load_in_4bit; lora_r 128; per_device_train_batch_size 4; max_length 1024
+    assert (c["method"], c["lora_rank"], c["micro_batch"], c["seq_len"]) == ("qlora", 128, 4, 1024)
+    # zero_optimization.stage 3 with offload_param cpu → everything offloaded
+    assert (c["zero"], c["offload"]) == (3, "all")
+
+
+def test_peft_adapter_config_real_file(capsys):
+    code, out = run_json(capsys, str(DATA / "adapter_config.json"), "--model", "llama-3.2-1b", "--gpu", "rtx-4090")
+    c = out["config"]
+    # r 16, lora_dropout 0.05, the seven projections
+    assert (c["method"], c["lora_rank"], c["lora_dropout"]) == ("lora", 16, 0.05)
+    assert set(c["lora_targets"].split(",")) == {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"}
+
+
+def test_accelerate_fsdp_real_file(capsys):
+    code, out = run_json(
+        capsys, str(DATA / "accelerate-fsdp.yaml"), str(DATA / "axolotl-qlora-1b.yml"),
+        "--model", "llama-3.2-1b", "--gpu", "rtx-4090",
+    )
+    c = out["config"]
+    # num_processes 2, FULL_SHARD, no offload
+    assert (c["dp"], c["zero"], c["offload"]) == (2, 3, "none")
+
+
+# ---- suggestions: the diffs apply and the result fits --------------------------------------
+
+
+@pytest.mark.parametrize(
+    "files,argv",
+    [
+        (["axolotl-fft-8b.yaml"], ["--model", "llama-3.1-8b", "--gpu", "rtx-4090"]),
+        (["torchtune-1B-lora-single-device.yaml"], ["--gpu", "8GiB", "--seq-len", "4096"]),
+        (["llamafactory-lora-sft-ds3.yaml", "ds_z3_config.json"], ["--model", "llama-3-8b", "--gpu", "16GiB", "--gpus", "2"]),
+    ],
+)
+def test_suggested_diffs_apply_and_fit(tmp_path, capsys, files, argv):
+    for f in files:
+        shutil.copy(DATA / f, tmp_path / f)
+    paths = [str(tmp_path / f) for f in files]
+    code, out = run_json(capsys, *paths, *argv)
+    assert code == 1 and not out["fits"]
+    assert out["suggestions"], "a config that does not fit gets at least one suggestion"
+    for i, s in enumerate(out["suggestions"][:3]):
+        work = tmp_path / f"s{i}"
+        work.mkdir()
+        for f in files:
+            shutil.copy(tmp_path / f, work / f)
+        diff = s["diff"].replace(f"a/{tmp_path}/", "a/").replace(f"b/{tmp_path}/", "b/")
+        subprocess.run(["patch", "-p1", "-s"], input=diff, text=True, cwd=work, check=True)
+        again, out2 = run_json(capsys, *[str(work / f) for f in files], *argv)
+        assert again == 0 and out2["fits"], s["changes"]
+        assert out2["config"] == s["config"]
+
+
+def test_oom_names_the_gpu_and_suggests(capsys):
+    msg = (
+        "CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 23.64 GiB of "
+        "which 1.20 GiB is free. Of the allocated memory 20.10 GiB is allocated by PyTorch, and 3.50 "
+        "GiB is reserved by PyTorch but unallocated."
+    )
+    code, out = run_json(capsys, str(DATA / "axolotl-fft-8b.yaml"), "--model", "llama-3.1-8b", "--oom", msg)
+    assert out["explain"]["gpu"]["id"] == "rtx-4090"  # 23.64 GiB is what CUDA reports of a 24 GB card
+    assert out["explain"]["gpu"]["capacity_bytes"] == round(23.64 * GiB)
+    assert out["oom"]["fragmentation"]
+    assert out["suggestions"]
+
+
+# ---- round trip: what fitplan emits, read back --------------------------------------------
+
+ROUND_TRIP = [
+    TrainConfig(method="lora", lora_rank=32, recipe="bf16-torch", micro_batch=2, grad_accum=8, checkpointing="full"),
+    TrainConfig(method="qlora", quant="nf4-dq", lora_rank=16, recipe="bf16-torch", optimizer="adamw-8bit", loss="fused"),
+    TrainConfig(method="full", recipe="bf16-master", zero=2, dp=4, micro_batch=1, grad_accum=4, attention="flash"),
+    TrainConfig(method="full", recipe="bf16-master", zero=3, offload="all", dp=2, loss="chunked", checkpointing="full"),
+]
+
+
+@pytest.mark.parametrize("cfg", ROUND_TRIP)
+@pytest.mark.parametrize("fmt", ["axolotl", "plan"])
+def test_emit_then_check_round_trip(tmp_path, cfg, fmt):
+    from searcher.emitters import get_emitter
+    from searcher.emitters.base import EmitOptions
+    from searcher.emitters.plan import make_plan
+
+    plan = make_plan(cfg, "llama-3.2-1b", gpu="a100-80gb")
+    emission = get_emitter("axolotl").emit(plan, EmitOptions(out=str(tmp_path)))
+    for f in emission.files:
+        (tmp_path / f.name).write_text(f.text)
+    files = [str(tmp_path / "plan.json")] if fmt == "plan" else [str(tmp_path / "axolotl.yaml")]
+    r = read_configs(files)
+    back = train_config(r, {}, cfg.gpus)
+    assert back == cfg
