@@ -64,7 +64,9 @@ def hub_config(repo_id: str, revision: str | None = None) -> tuple[Path, str]:
     except EntryNotFoundError:
         raise FitplanError(f"--model {repo_id}: the repository has no config.json") from None
     except OSError as err:
-        raise FitplanError(f"--model {repo_id}: cannot fetch config.json ({err})", local_hint) from None
+        raise FitplanError(
+            f"--model {repo_id}: cannot fetch config.json ({err})", local_hint
+        ) from None
     commit = path.parent.name if path.parent.parent.name == "snapshots" else (revision or "unknown")
     return path, commit
 
@@ -75,7 +77,9 @@ def hub_model(text: str) -> ModelSpec:
     try:
         cfg = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError) as err:
-        raise FitplanError(f"--model {repo_id}: the cached config.json is unreadable ({err})") from None
+        raise FitplanError(
+            f"--model {repo_id}: the cached config.json is unreadable ({err})"
+        ) from None
     return spec_from_hf_config(
         cfg,
         id=repo_id,

@@ -33,11 +33,17 @@ TRAINER_OPTIMIZERS: dict[str, str] = {
 }
 #: names fitplan has no exact model of, with the nearest knob and why
 APPROX_OPTIMIZERS: dict[str, tuple[str, str]] = {
-    "paged_adamw_32bit": ("adamw", "paged 32-bit AdamW: fp32 states in unified memory, modelled as resident AdamW"),
+    "paged_adamw_32bit": (
+        "adamw",
+        "paged 32-bit AdamW: fp32 states in unified memory, modelled as resident AdamW",
+    ),
     "paged_adamw": ("adamw", "paged AdamW: modelled as resident AdamW"),
     "lion_8bit": ("lion", "8-bit Lion: modelled as 32-bit Lion (an over-estimate)"),
     "paged_lion_8bit": ("lion", "8-bit paged Lion: modelled as 32-bit Lion (an over-estimate)"),
-    "adamw_torch_4bit": ("adamw-8bit", "4-bit AdamW (torchao): modelled as 8-bit AdamW (an over-estimate)"),
+    "adamw_torch_4bit": (
+        "adamw-8bit",
+        "4-bit AdamW (torchao): modelled as 8-bit AdamW (an over-estimate)",
+    ),
 }
 #: fitplan optimizer → the Trainer name written back
 OPTIMIZER_NAMES: dict[str, str] = {
@@ -128,8 +134,10 @@ def ds_precision(ds: dict[str, Any], half_flag: str | None) -> dict[str, Any]:
         v = get(ds, f"{section}.enabled")
         return v is True or (v == "auto" and half_flag == section)
 
-    bf = on("bf16") or get(ds, "bfloat16.enabled") is True or (
-        get(ds, "bfloat16.enabled") == "auto" and half_flag == "bf16"
+    bf = (
+        on("bf16")
+        or get(ds, "bfloat16.enabled") is True
+        or (get(ds, "bfloat16.enabled") == "auto" and half_flag == "bf16")
     )
     if get(ds, "torch_autocast.enabled") is True:
         dtype = str(get(ds, "torch_autocast.dtype", "bfloat16"))
@@ -157,18 +165,46 @@ def read_deepspeed(r: Reading, doc: Document, half_flag: str | None) -> dict[str
         r.fields["offload"] = "all"
     elif off_opt in ("cpu", "nvme"):
         r.fields["offload"] = "optimizer"
-    for key in ("zero_optimization.offload_optimizer.device", "zero_optimization.offload_param.device"):
+    for key in (
+        "zero_optimization.offload_optimizer.device",
+        "zero_optimization.offload_param.device",
+    ):
         if get(ds, key) is not None:
-            r.read(doc, key, "offload", "nvme is modelled as CPU offload" if "nvme" in (off_opt, off_par) else "")
+            r.read(
+                doc,
+                key,
+                "offload",
+                "nvme is modelled as CPU offload" if "nvme" in (off_opt, off_par) else "",
+            )
     for key in ("zero_optimization.offload_optimizer", "zero_optimization.offload_param"):
-        for sub in ("pin_memory", "buffer_count", "fast_init", "ratio", "nvme_path", "buffer_size", "max_in_cpu", "pipeline_read", "pipeline_write"):
+        for sub in (
+            "pin_memory",
+            "buffer_count",
+            "fast_init",
+            "ratio",
+            "nvme_path",
+            "buffer_size",
+            "max_in_cpu",
+            "pipeline_read",
+            "pipeline_write",
+        ):
             if get(ds, f"{key}.{sub}") is not None:
                 r.ignore(doc, f"{key}.{sub}", "host-side offload detail (CPU RAM, not GPU memory)")
     prec = ds_precision(ds, half_flag)
     for sec in ("bf16", "bfloat16", "fp16", "torch_autocast"):
         if isinstance(ds.get(sec), dict):
             for k in ds[sec]:
-                fld = "recipe" if k in ("enabled", "bf16_master_weights_and_grads", "bf16_optimizer_states", "dtype") else None
+                fld = (
+                    "recipe"
+                    if k
+                    in (
+                        "enabled",
+                        "bf16_master_weights_and_grads",
+                        "bf16_optimizer_states",
+                        "dtype",
+                    )
+                    else None
+                )
                 if fld:
                     r.read(doc, f"{sec}.{k}", fld)
                 else:
@@ -188,25 +224,49 @@ def read_deepspeed(r: Reading, doc: Document, half_flag: str | None) -> dict[str
     opt = get(ds, "optimizer.type")
     if opt is not None:
         name = str(opt).lower()
-        known = {"adamw": "adamw", "adam": "adamw", "fusedadam": "adamw", "cpuadam": "adamw", "lion": "lion", "sgd": "sgd"}
+        known = {
+            "adamw": "adamw",
+            "adam": "adamw",
+            "fusedadam": "adamw",
+            "cpuadam": "adamw",
+            "lion": "lion",
+            "sgd": "sgd",
+        }
         if name in known:
             r.fields["optimizer"] = known[name]
             r.read(doc, "optimizer.type", "optimizer")
         else:
             r.unmapped(doc, "optimizer.type", f"DeepSpeed optimizer {opt} has no fitplan model")
-    for key in ("zero_optimization.reduce_bucket_size", "zero_optimization.allgather_bucket_size",
-                "zero_optimization.stage3_prefetch_bucket_size", "zero_optimization.stage3_max_live_parameters",
-                "zero_optimization.stage3_max_reuse_distance", "zero_optimization.stage3_param_persistence_threshold",
-                "zero_optimization.sub_group_size"):
+    for key in (
+        "zero_optimization.reduce_bucket_size",
+        "zero_optimization.allgather_bucket_size",
+        "zero_optimization.stage3_prefetch_bucket_size",
+        "zero_optimization.stage3_max_live_parameters",
+        "zero_optimization.stage3_max_reuse_distance",
+        "zero_optimization.stage3_param_persistence_threshold",
+        "zero_optimization.sub_group_size",
+    ):
         if get(ds, key) is not None:
-            r.unmapped(doc, key, "DeepSpeed buffer size: fitplan models the default working set, not this value")
-    for key in ("zero_optimization.overlap_comm", "zero_optimization.contiguous_gradients",
-                "zero_optimization.reduce_scatter", "zero_optimization.allgather_partitions",
-                "zero_optimization.round_robin_gradients"):
+            r.unmapped(
+                doc,
+                key,
+                "DeepSpeed buffer size: fitplan models the default working set, not this value",
+            )
+    for key in (
+        "zero_optimization.overlap_comm",
+        "zero_optimization.contiguous_gradients",
+        "zero_optimization.reduce_scatter",
+        "zero_optimization.allgather_partitions",
+        "zero_optimization.round_robin_gradients",
+    ):
         if get(ds, key) is not None:
             r.ignore(doc, key, "communication scheduling (time, not the modelled memory)")
     if isinstance(ds.get("activation_checkpointing"), dict):
-        r.unmapped(doc, "activation_checkpointing", "DeepSpeed's own checkpointing API (the model's gradient_checkpointing is what fitplan reads)")
+        r.unmapped(
+            doc,
+            "activation_checkpointing",
+            "DeepSpeed's own checkpointing API (the model's gradient_checkpointing is what fitplan reads)",
+        )
     return prec
 
 
@@ -220,8 +280,54 @@ def deepspeed_edits(doc: Document, old: Any, new: Any) -> list[Edit] | None:
 
         want_opt = new.offload in ("optimizer", "all")
         want_par = new.offload == "all"
-        edits.append(Edit(doc.path, "zero_optimization.offload_optimizer",
-                          {"device": "cpu", "pin_memory": True} if want_opt else DELETE))
-        edits.append(Edit(doc.path, "zero_optimization.offload_param",
-                          {"device": "cpu", "pin_memory": True} if want_par else DELETE))
+        edits.append(
+            Edit(
+                doc.path,
+                "zero_optimization.offload_optimizer",
+                {"device": "cpu", "pin_memory": True} if want_opt else DELETE,
+            )
+        )
+        edits.append(
+            Edit(
+                doc.path,
+                "zero_optimization.offload_param",
+                {"device": "cpu", "pin_memory": True} if want_par else DELETE,
+            )
+        )
     return edits
+
+
+#: each Trainer-family format's key names (searcher.check.trainer reads them, trainer_write writes)
+NAMES: dict[str, dict[str, str]] = {
+    "axolotl": {
+        "model": "base_model",
+        "seq_len": "sequence_len",
+        "micro_batch": "micro_batch_size",
+        "optimizer": "optimizer",
+        "rank": "lora_r",
+        "targets": "lora_target_modules",
+    },
+    "llamafactory": {
+        "model": "model_name_or_path",
+        "seq_len": "cutoff_len",
+        "micro_batch": "per_device_train_batch_size",
+        "optimizer": "optim",
+        "rank": "lora_rank",
+        "targets": "lora_target",
+    },
+    "hf-trainer": {
+        "model": "model_name_or_path",
+        "seq_len": "max_seq_length",
+        "micro_batch": "per_device_train_batch_size",
+        "optimizer": "optim",
+        "rank": "lora_r",
+        "targets": "lora_target_modules",
+    },
+}
+
+
+def _is_ds(data: dict[str, Any]) -> bool:
+    return any(
+        k in data
+        for k in ("zero_optimization", "train_micro_batch_size_per_gpu", "train_batch_size")
+    )

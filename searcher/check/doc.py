@@ -56,7 +56,9 @@ def parse(path: Path, text: str) -> Document:
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         where = f" (line {mark.line + 1})" if mark is not None else ""
-        raise FitplanError(f"{path}: not valid YAML{where}: {getattr(err, 'problem', err)}") from None
+        raise FitplanError(
+            f"{path}: not valid YAML{where}: {getattr(err, 'problem', err)}"
+        ) from None
     return Document(path, text, "yaml", data)
 
 
@@ -103,7 +105,9 @@ def flat_keys(data: Any, prefix: str = "") -> dict[str, Any]:
 
 # ---- writing ------------------------------------------------------------------------------
 
-_KEY = re.compile(r'^(?P<indent>\s*)(?:-\s+)?(?P<q>["\']?)(?P<key>[^"\':#]+?)(?P=q)\s*:(?P<rest>.*)$')
+_KEY = re.compile(
+    r'^(?P<indent>\s*)(?:-\s+)?(?P<q>["\']?)(?P<key>[^"\':#]+?)(?P=q)\s*:(?P<rest>.*)$'
+)
 
 
 def _yaml_scalar(value: Any) -> str:
@@ -220,7 +224,7 @@ def set_key(doc: Document, dotted: str, value: Any, text: str | None = None) -> 
             # a block value: replace the whole block by a flow value on this line
             block_end = _block_end(lines, i, indent)
             tail = "," if doc.kind == "json" and lines[block_end - 1].rstrip().endswith(",") else ""
-            lines[i : block_end] = [line[:start] + _fmt(doc.kind, value) + tail + "\n"]
+            lines[i:block_end] = [line[:start] + _fmt(doc.kind, value) + tail + "\n"]
             return "".join(lines)
         lines[i] = line[:start] + _fmt(doc.kind, value) + line[end:]
         return "".join(lines)
@@ -245,9 +249,7 @@ def _insert(
     if doc.kind == "json":
         if parent is None:
             at = next(i for i, ln in enumerate(lines) if ln.strip().startswith("{"))
-            child = next(
-                (len(ln) - len(ln.lstrip()) for ln in lines[at + 1 :] if ln.strip()), 2
-            )
+            child = next((len(ln) - len(ln.lstrip()) for ln in lines[at + 1 :] if ln.strip()), 2)
         else:
             at, pind = parent
             child = next(

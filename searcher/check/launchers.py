@@ -50,7 +50,9 @@ def read_accelerate(doc: Document, load_ds: Any) -> tuple[Reading, Document | No
             r.fields["zero"] = 3 if reshard in (True, "FULL_SHARD", "HYBRID_SHARD") else 2
             r.read(doc, "fsdp_config.fsdp_reshard_after_forward", "zero")
         else:
-            r.fields["zero"] = {"SHARD_GRAD_OP": 2, "NO_SHARD": 0, "1": 3, "2": 2, "3": 0}.get(strategy, 3)
+            r.fields["zero"] = {"SHARD_GRAD_OP": 2, "NO_SHARD": 0, "1": 3, "2": 2, "3": 0}.get(
+                strategy, 3
+            )
         if "fsdp_sharding_strategy" in fc:
             r.read(doc, "fsdp_config.fsdp_sharding_strategy", "zero")
         r.fields["offload"] = "all" if fc.get("fsdp_offload_params") else "none"
@@ -60,25 +62,47 @@ def read_accelerate(doc: Document, load_ds: Any) -> tuple[Reading, Document | No
         if "fsdp_activation_checkpointing" in fc:
             r.read(doc, "fsdp_config.fsdp_activation_checkpointing", "checkpointing")
         r.fields["_weights"] = "fp32"  # FSDP keeps fp32 parameters; mixed_precision casts compute
-        for key in ("fsdp_version", "fsdp_auto_wrap_policy", "fsdp_backward_prefetch", "fsdp_forward_prefetch",
-                    "fsdp_state_dict_type", "fsdp_sync_module_states", "fsdp_use_orig_params",
-                    "fsdp_cpu_ram_efficient_loading", "fsdp_transformer_layer_cls_to_wrap"):
+        for key in (
+            "fsdp_version",
+            "fsdp_auto_wrap_policy",
+            "fsdp_backward_prefetch",
+            "fsdp_forward_prefetch",
+            "fsdp_state_dict_type",
+            "fsdp_sync_module_states",
+            "fsdp_use_orig_params",
+            "fsdp_cpu_ram_efficient_loading",
+            "fsdp_transformer_layer_cls_to_wrap",
+        ):
             if key in fc:
-                r.ignore(doc, f"fsdp_config.{key}", "wrapping, prefetch and checkpoint format: fitplan models one unit per layer")
+                r.ignore(
+                    doc,
+                    f"fsdp_config.{key}",
+                    "wrapping, prefetch and checkpoint format: fitplan models one unit per layer",
+                )
     elif kind == "DEEPSPEED":
         dc = d.get("deepspeed_config") or {}
         if isinstance(dc.get("deepspeed_config_file"), str):
             ds_doc = load_ds(doc, dc["deepspeed_config_file"])
             r.read(doc, "deepspeed_config.deepspeed_config_file", "zero")
             if ds_doc is None:
-                r.unmapped(doc, "deepspeed_config.deepspeed_config_file", "cannot read it: pass it beside the config")
+                r.unmapped(
+                    doc,
+                    "deepspeed_config.deepspeed_config_file",
+                    "cannot read it: pass it beside the config",
+                )
         else:
             stage = dc.get("zero_stage", 0)
             r.fields["zero"] = int(stage)
             r.read(doc, "deepspeed_config.zero_stage", "zero")
             opt = str(dc.get("offload_optimizer_device", "none")).lower()
             par = str(dc.get("offload_param_device", "none")).lower()
-            r.fields["offload"] = "all" if par in ("cpu", "nvme") else "optimizer" if opt in ("cpu", "nvme") else "none"
+            r.fields["offload"] = (
+                "all"
+                if par in ("cpu", "nvme")
+                else "optimizer"
+                if opt in ("cpu", "nvme")
+                else "none"
+            )
             for key in ("offload_optimizer_device", "offload_param_device"):
                 if key in dc:
                     r.read(doc, f"deepspeed_config.{key}", "offload")
@@ -107,17 +131,36 @@ def write_accelerate(r: Reading, old: Any, new: Any) -> list[Edit] | None:
                 return None
             fc = d.get("fsdp_config") or {}
             if "fsdp_reshard_after_forward" in fc:
-                edits.append(Edit(doc.path, "fsdp_config.fsdp_reshard_after_forward", new.zero == 3))
+                edits.append(
+                    Edit(doc.path, "fsdp_config.fsdp_reshard_after_forward", new.zero == 3)
+                )
             else:
-                edits.append(Edit(doc.path, "fsdp_config.fsdp_sharding_strategy",
-                                  "FULL_SHARD" if new.zero == 3 else "SHARD_GRAD_OP"))
+                edits.append(
+                    Edit(
+                        doc.path,
+                        "fsdp_config.fsdp_sharding_strategy",
+                        "FULL_SHARD" if new.zero == 3 else "SHARD_GRAD_OP",
+                    )
+                )
             edits.append(Edit(doc.path, "fsdp_config.fsdp_offload_params", new.offload == "all"))
-        elif kind == "DEEPSPEED" and "deepspeed_config_file" not in (d.get("deepspeed_config") or {}):
+        elif kind == "DEEPSPEED" and "deepspeed_config_file" not in (
+            d.get("deepspeed_config") or {}
+        ):
             edits.append(Edit(doc.path, "deepspeed_config.zero_stage", new.zero))
-            edits.append(Edit(doc.path, "deepspeed_config.offload_optimizer_device",
-                              "cpu" if new.offload != "none" else "none"))
-            edits.append(Edit(doc.path, "deepspeed_config.offload_param_device",
-                              "cpu" if new.offload == "all" else "none"))
+            edits.append(
+                Edit(
+                    doc.path,
+                    "deepspeed_config.offload_optimizer_device",
+                    "cpu" if new.offload != "none" else "none",
+                )
+            )
+            edits.append(
+                Edit(
+                    doc.path,
+                    "deepspeed_config.offload_param_device",
+                    "cpu" if new.offload == "all" else "none",
+                )
+            )
         else:
             return None
     return edits

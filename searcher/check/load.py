@@ -14,13 +14,23 @@ from typing import Any
 
 from constraints.config import TrainConfig
 from constraints.errors import FitplanError
+from searcher.check.common import _is_ds
 from searcher.check.doc import Document, read_document, set_key
 from searcher.check.launchers import is_accelerate, is_plan, read_accelerate, read_plan
 from searcher.check.reading import Edit, Reading
 from searcher.check.torchtune import is_torchtune, read_torchtune, sharding
-from searcher.check.trainer import _is_ds, read_trainer
+from searcher.check.trainer import read_trainer
 
-FORMATS = ("axolotl", "torchtune", "hf-trainer", "llamafactory", "accelerate", "deepspeed", "peft", "fitplan")
+FORMATS = (
+    "axolotl",
+    "torchtune",
+    "hf-trainer",
+    "llamafactory",
+    "accelerate",
+    "deepspeed",
+    "peft",
+    "fitplan",
+)
 
 
 def detect(doc: Document) -> str | None:
@@ -41,7 +51,11 @@ def detect(doc: Document) -> str | None:
         return "llamafactory"
     if "base_model" in d or "micro_batch_size" in d or "adapter" in d or "sequence_len" in d:
         return "axolotl"
-    if "per_device_train_batch_size" in d or "model_name_or_path" in d or "gradient_accumulation_steps" in d:
+    if (
+        "per_device_train_batch_size" in d
+        or "model_name_or_path" in d
+        or "gradient_accumulation_steps" in d
+    ):
         return "hf-trainer"
     return None
 
@@ -87,7 +101,11 @@ def read_configs(
 
     for _k, d in kinds:
         loaded[d.path.resolve()] = d
-    mains = [(k, d) for k, d in kinds if k in ("axolotl", "torchtune", "hf-trainer", "llamafactory", "fitplan")]
+    mains = [
+        (k, d)
+        for k, d in kinds
+        if k in ("axolotl", "torchtune", "hf-trainer", "llamafactory", "fitplan")
+    ]
     extras = [d for k, d in kinds if k in ("deepspeed", "peft")]
     acc = [d for k, d in kinds if k == "accelerate"]
     if len(mains) > 1:
@@ -95,7 +113,7 @@ def read_configs(
             f"{mains[0][1].path} and {mains[1][1].path} are both training configs",
             "check one training config at a time (with its DeepSpeed / PEFT / accelerate files)",
         )
-    acc_reading, acc_ds = (read_accelerate(acc[0], load_ds) if acc else (None, None))
+    acc_reading, acc_ds = read_accelerate(acc[0], load_ds) if acc else (None, None)
     if acc_ds is not None:
         extras.append(acc_ds)
     if mains:
@@ -108,7 +126,9 @@ def read_configs(
             r = read_trainer(kind, main, extras, gpu_bf16, load_ds)
     elif acc_reading is not None:
         r = Reading("accelerate", [])
-        r.notes.append("an accelerate config alone names no model or batch: pass --model, --micro-batch …")
+        r.notes.append(
+            "an accelerate config alone names no model or batch: pass --model, --micro-batch …"
+        )
     elif extras:
         r = read_trainer("hf-trainer", extras[0], extras[1:], gpu_bf16, load_ds)
         r.format = detect(extras[0]) or "deepspeed"
@@ -128,7 +148,9 @@ def _merge_accelerate(r: Reading, acc: Reading) -> None:
     weights = acc.fields.pop("_weights", None)
     ds_mode = acc.fields.pop("_ds_mode", None)
     for key in ("zero", "offload", "checkpointing", "grad_accum"):
-        if key in acc.fields and key not in r.fields or key in ("zero", "offload") and key in acc.fields:
+        if (key in acc.fields and key not in r.fields) or (
+            key in ("zero", "offload") and key in acc.fields
+        ):
             r.fields[key] = acc.fields[key]
     if half and r.fields.get("recipe") in (None, "fp32"):
         from searcher.check.common import precision_fields
@@ -143,7 +165,9 @@ def _merge_accelerate(r: Reading, acc: Reading) -> None:
 
     def write(rr: Reading, old: Any, new: Any) -> list[Edit] | None:
         shard = (new.zero, new.offload) != (old.zero, old.offload)
-        base_new = new.model_copy(update={"zero": old.zero, "offload": old.offload}) if shard else new
+        base_new = (
+            new.model_copy(update={"zero": old.zero, "offload": old.offload}) if shard else new
+        )
         edits: list[Edit] = []
         if main_writer is not None and base_new != old:
             main = main_writer(rr, old, base_new)

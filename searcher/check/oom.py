@@ -74,7 +74,7 @@ def parse_oom(text: str) -> OomMessage:
             free=_bytes(free_n, free_u),
             allocated=_bytes(*alloc.groups()) if alloc else None,
             reserved_unallocated=_bytes(*ru.groups()) if ru else None,
-            process_in_use=_bytes(*(proc or other).groups()) if (proc or other) else None,
+            process_in_use=_bytes(*used.groups()) if (used := proc or other) else None,
             other_process=bool(other) and not proc,
         )
     old = re.search(
@@ -122,5 +122,7 @@ def diagnosis(oom: OomMessage) -> list[str]:
             f"too small for the request; set {EXPANDABLE} before launching"
         )
     if oom.other_process:
-        lines.append("another process holds memory on this GPU: the numbers are not this run's alone")
+        lines.append(
+            "another process holds memory on this GPU: the numbers are not this run's alone"
+        )
     return lines

@@ -21,16 +21,37 @@ READ, IGNORED, UNMAPPED = "read", "ignored", "unmapped"
 
 #: key-name patterns that never change the memory of a training step, with the reason
 IGNORED_PATTERNS: tuple[tuple[str, str], ...] = (
-    (r"(^|_)(lr|learning_rate|warmup|scheduler|weight_decay|beta|eps|epsilon|momentum)", "optimizer hyper-parameter"),
+    (
+        r"(^|_)(lr|learning_rate|warmup|scheduler|weight_decay|beta|eps|epsilon|momentum)",
+        "optimizer hyper-parameter",
+    ),
     (r"(^|\.)(lr_scheduler|scheduler)(\.|$)", "learning-rate schedule"),
-    (r"(dataset|datasets|data_|template|cutoff|max_samples|shuffle|seed|preprocessing|val_set|val_size|split|chat_template|special_tokens|tokenizer|packing|train_on_inputs|eval_sample)", "data and tokenization"),
-    (r"(output|save|checkpoint_dir|checkpointer|resume|hub_|push_to_hub|overwrite)", "checkpoints and output"),
+    (
+        r"(dataset|datasets|data_|template|cutoff|max_samples|shuffle|seed|preprocessing|val_set|val_size|split|chat_template|special_tokens|tokenizer|packing|train_on_inputs|eval_sample)",
+        "data and tokenization",
+    ),
+    (
+        r"(output|save|checkpoint_dir|checkpointer|resume|hub_|push_to_hub|overwrite)",
+        "checkpoints and output",
+    ),
     (r"(log|wandb|report_to|metric|mlflow|comet|tensorboard|plot_loss|profiler)", "logging"),
     (r"(eval|predict|do_train|do_eval|evals_per|saves_per)", "evaluation schedule"),
-    (r"(epoch|max_steps|num_train|steps_per|max_steps_per_epoch)", "training length (not memory per step)"),
-    (r"(trust_remote_code|strict|ddp_timeout|timeout|dataloader|num_workers|compute_environment|machine_rank|main_process|rdzv|same_network|tpu_|debug|main_training_function|use_cpu|downcast_bf16|gpu_ids|dynamo|enable_cpu_affinity)", "process and launcher settings"),
-    (r"(grad_norm|gradient_clipping|clip|loss_watchdog|label_smoothing|neftune)", "numerics that do not change memory"),
-    (r"(lora_alpha|alpha_pattern|init_lora_weights|task_type|inference_mode|fan_in_fan_out|peft_type|peft_version|revision|auto_mapping|bias$|lora_model_dir|rank_pattern)", "LoRA settings that do not change memory"),
+    (
+        r"(epoch|max_steps|num_train|steps_per|max_steps_per_epoch)",
+        "training length (not memory per step)",
+    ),
+    (
+        r"(trust_remote_code|strict|ddp_timeout|timeout|dataloader|num_workers|compute_environment|machine_rank|main_process|rdzv|same_network|tpu_|debug|main_training_function|use_cpu|downcast_bf16|gpu_ids|dynamo|enable_cpu_affinity)",
+        "process and launcher settings",
+    ),
+    (
+        r"(grad_norm|gradient_clipping|clip|loss_watchdog|label_smoothing|neftune)",
+        "numerics that do not change memory",
+    ),
+    (
+        r"(lora_alpha|alpha_pattern|init_lora_weights|task_type|inference_mode|fan_in_fan_out|peft_type|peft_version|revision|auto_mapping|bias$|lora_model_dir|rank_pattern)",
+        "LoRA settings that do not change memory",
+    ),
     (r"(stage$|finetuning_type_default|^device$|^env)", "not memory-relevant"),
 )
 
@@ -103,7 +124,11 @@ class Reading:
             if not isinstance(doc.data, dict):
                 continue
             for key in flat_keys(doc.data):
-                if any(key == u.key or key.startswith(u.key + ".") for u in self.uses if u.file == str(doc.path)):
+                if any(
+                    key == u.key or key.startswith(u.key + ".")
+                    for u in self.uses
+                    if u.file == str(doc.path)
+                ):
                     continue
                 why = next(
                     (w for pat, w in IGNORED_PATTERNS if re.search(pat, key.lower())),

@@ -22,7 +22,11 @@ from constraints.models import ModelSpec
 MAX_CHANGES = 3
 #: what a change alters, in the order the suggestions are ranked
 SAME_TRAINING, NUMERICS, METHOD = 0, 1, 2
-KIND_NAMES = {SAME_TRAINING: "same training", NUMERICS: "optimizer numerics", METHOD: "what is trained"}
+KIND_NAMES = {
+    SAME_TRAINING: "same training",
+    NUMERICS: "optimizer numerics",
+    METHOD: "what is trained",
+}
 
 
 @dataclass(frozen=True)
@@ -44,28 +48,86 @@ def _micro(m: int) -> Callable[[TrainConfig], dict[str, Any] | None]:
 
 CHANGES: tuple[Change, ...] = (
     *(Change(f"micro-batch {m}", "micro", SAME_TRAINING, _micro(m)) for m in (1, 2, 4, 8, 16, 32)),
-    Change("full activation checkpointing", "ckpt", SAME_TRAINING,
-           lambda c: {"checkpointing": "full"} if c.checkpointing != "full" else None),
-    Change("fused linear cross-entropy", "loss", SAME_TRAINING,
-           lambda c: {"loss": "fused"} if c.loss == "standard" else None),
-    Change("chunked cross-entropy", "loss", SAME_TRAINING,
-           lambda c: {"loss": "chunked"} if c.loss == "standard" else None),
-    Change("ZeRO-2 (shard gradients and optimizer states)", "zero", SAME_TRAINING,
-           lambda c: {"zero": 2} if c.zero < 2 and c.dp > 1 else None),
-    Change("ZeRO-3 / FSDP full shard", "zero", SAME_TRAINING,
-           lambda c: {"zero": 3} if c.zero < 3 and c.dp > 1 else None),
-    Change("offload optimizer states to CPU", "offload", SAME_TRAINING,
-           lambda c: {"offload": "optimizer", "zero": max(c.zero, 2)} if c.offload == "none" and c.optimizer == "adamw" else None),
-    Change("offload parameters and optimizer to CPU (ZeRO-3)", "offload", SAME_TRAINING,
-           lambda c: {"offload": "all", "zero": 3} if c.offload != "all" and c.optimizer == "adamw" else None),
-    Change("8-bit AdamW states", "optimizer", NUMERICS,
-           lambda c: {"optimizer": "adamw-8bit"} if c.optimizer == "adamw" and c.offload == "none" else None),
-    Change("LoRA r=16 on all linear layers", "method", METHOD,
-           lambda c: {"method": "lora", "lora_rank": 16, "lora_targets": "all-linear"} if c.method == "full" else None),
-    Change("QLoRA (4-bit NF4 base, double-quantised)", "method", METHOD,
-           lambda c: {"method": "qlora", "quant": "nf4-dq",
-                      **({"lora_rank": 16, "lora_targets": "all-linear"} if c.method == "full" else {})}
-           if c.method in ("full", "lora") else None),
+    Change(
+        "full activation checkpointing",
+        "ckpt",
+        SAME_TRAINING,
+        lambda c: {"checkpointing": "full"} if c.checkpointing != "full" else None,
+    ),
+    Change(
+        "fused linear cross-entropy",
+        "loss",
+        SAME_TRAINING,
+        lambda c: {"loss": "fused"} if c.loss == "standard" else None,
+    ),
+    Change(
+        "chunked cross-entropy",
+        "loss",
+        SAME_TRAINING,
+        lambda c: {"loss": "chunked"} if c.loss == "standard" else None,
+    ),
+    Change(
+        "ZeRO-2 (shard gradients and optimizer states)",
+        "zero",
+        SAME_TRAINING,
+        lambda c: {"zero": 2} if c.zero < 2 and c.dp > 1 else None,
+    ),
+    Change(
+        "ZeRO-3 / FSDP full shard",
+        "zero",
+        SAME_TRAINING,
+        lambda c: {"zero": 3} if c.zero < 3 and c.dp > 1 else None,
+    ),
+    Change(
+        "offload optimizer states to CPU",
+        "offload",
+        SAME_TRAINING,
+        lambda c: (
+            {"offload": "optimizer", "zero": max(c.zero, 2)}
+            if c.offload == "none" and c.optimizer == "adamw"
+            else None
+        ),
+    ),
+    Change(
+        "offload parameters and optimizer to CPU (ZeRO-3)",
+        "offload",
+        SAME_TRAINING,
+        lambda c: (
+            {"offload": "all", "zero": 3} if c.offload != "all" and c.optimizer == "adamw" else None
+        ),
+    ),
+    Change(
+        "8-bit AdamW states",
+        "optimizer",
+        NUMERICS,
+        lambda c: (
+            {"optimizer": "adamw-8bit"} if c.optimizer == "adamw" and c.offload == "none" else None
+        ),
+    ),
+    Change(
+        "LoRA r=16 on all linear layers",
+        "method",
+        METHOD,
+        lambda c: (
+            {"method": "lora", "lora_rank": 16, "lora_targets": "all-linear"}
+            if c.method == "full"
+            else None
+        ),
+    ),
+    Change(
+        "QLoRA (4-bit NF4 base, double-quantised)",
+        "method",
+        METHOD,
+        lambda c: (
+            {
+                "method": "qlora",
+                "quant": "nf4-dq",
+                **({"lora_rank": 16, "lora_targets": "all-linear"} if c.method == "full" else {}),
+            }
+            if c.method in ("full", "lora")
+            else None
+        ),
+    ),
 )
 
 
@@ -166,7 +228,17 @@ def suggest(
     for combo, need, new, t in kept:
         if accept is not None and not accept(new):
             continue
-        out.append(Suggestion(tuple(c.name for c in combo), max(c.kind for c in combo), new, need, usable, t, before))
+        out.append(
+            Suggestion(
+                tuple(c.name for c in combo),
+                max(c.kind for c in combo),
+                new,
+                need,
+                usable,
+                t,
+                before,
+            )
+        )
         if len(out) >= limit:
             break
     return out

@@ -76,7 +76,9 @@ def read_torchtune(doc: Document) -> Reading:
         for key in ("model.lora_attn_modules", "model.apply_lora_to_mlp"):
             r.read(doc, key, "lora_targets")
         if get(d, "model.apply_lora_to_output"):
-            r.unmapped(doc, "model.apply_lora_to_output", "LoRA on the output projection is not counted")
+            r.unmapped(
+                doc, "model.apply_lora_to_output", "LoRA on the output projection is not counted"
+            )
         else:
             r.read(doc, "model.apply_lora_to_output", "lora_targets")
     msl = get(d, "tokenizer.max_seq_len")
@@ -84,7 +86,11 @@ def read_torchtune(doc: Document) -> Reading:
         r.fields["seq_len"] = msl
         r.read(doc, "tokenizer.max_seq_len", "seq_len")
     else:
-        r.unmapped(doc, "tokenizer.max_seq_len", "no length limit: sequences as long as the data (pass --seq-len)")
+        r.unmapped(
+            doc,
+            "tokenizer.max_seq_len",
+            "no length limit: sequences as long as the data (pass --seq-len)",
+        )
     if get(d, "dataset.packed"):
         r.read(doc, "dataset.packed", "seq_len", "packed to max_seq_len")
     for key, fld in (("batch_size", "micro_batch"), ("gradient_accumulation_steps", "grad_accum")):
@@ -111,7 +117,9 @@ def read_torchtune(doc: Document) -> Reading:
     r.fields["checkpointing"] = "full" if d.get("enable_activation_checkpointing") else "none"
     r.read(doc, "enable_activation_checkpointing", "checkpointing")
     if d.get("enable_activation_offloading"):
-        r.unmapped(doc, "enable_activation_offloading", "activation offloading to CPU is not modelled")
+        r.unmapped(
+            doc, "enable_activation_offloading", "activation offloading to CPU is not modelled"
+        )
     elif "enable_activation_offloading" in d:
         r.read(doc, "enable_activation_offloading", "checkpointing")
     if d.get("optimizer_in_bwd"):
@@ -120,16 +128,32 @@ def read_torchtune(doc: Document) -> Reading:
         r.read(doc, "optimizer_in_bwd", "optimizer_in_backward")
     r.fields["attention"] = "flash"  # torch SDPA: the FlashAttention-2 kernel on CUDA
     if d.get("compile"):
-        r.unmapped(doc, "compile", "torch.compile saves fewer tensors; modelled as eager (an over-estimate)")
+        r.unmapped(
+            doc,
+            "compile",
+            "torch.compile saves fewer tensors; modelled as eager (an over-estimate)",
+        )
     elif "compile" in d:
         r.ignore(doc, "compile", "off")
     if d.get("fsdp_cpu_offload"):
         r.fields["offload"] = "all"
-    for key in ("fsdp_cpu_offload", "fsdp_reshard_after_forward", "data_parallel_shard_dim",
-                "data_parallel_replicate_dim", "tensor_parallel_dim"):
+    for key in (
+        "fsdp_cpu_offload",
+        "fsdp_reshard_after_forward",
+        "data_parallel_shard_dim",
+        "data_parallel_replicate_dim",
+        "tensor_parallel_dim",
+    ):
         if key in d:
             r.read(doc, key, "zero")
-    for key in ("device", "seed", "shuffle", "epochs", "max_steps_per_epoch", "custom_sharded_layers"):
+    for key in (
+        "device",
+        "seed",
+        "shuffle",
+        "epochs",
+        "max_steps_per_epoch",
+        "custom_sharded_layers",
+    ):
         if key in d:
             r.ignore(doc, key, "not memory-relevant")
     r.writer = write_torchtune
@@ -149,8 +173,11 @@ def write_torchtune(r: Reading, old: Any, new: Any) -> list[Edit] | None:
     doc = r.docs[0]
     d = doc.data
     edits: list[Edit] = []
-    for fld, key in (("micro_batch", "batch_size"), ("grad_accum", "gradient_accumulation_steps"),
-                     ("seq_len", "tokenizer.max_seq_len")):
+    for fld, key in (
+        ("micro_batch", "batch_size"),
+        ("grad_accum", "gradient_accumulation_steps"),
+        ("seq_len", "tokenizer.max_seq_len"),
+    ):
         if getattr(new, fld) != getattr(old, fld):
             edits.append(Edit(doc.path, key, getattr(new, fld)))
     if new.checkpointing != old.checkpointing:
@@ -161,11 +188,13 @@ def write_torchtune(r: Reading, old: Any, new: Any) -> list[Edit] | None:
         comp = {v: k for k, v in LOSSES.items()}[new.loss]
         edits.append(Edit(doc.path, "loss._component_", comp))
     if new.optimizer != old.optimizer:
-        comp = {v: k for k, v in OPTIMIZERS.items() if k != "torch.optim.Adam"}.get(new.optimizer)
-        if comp is None or (r.gpus or 1) > 1 and comp.startswith("bitsandbytes"):
+        opt_comp = {v: k for k, v in OPTIMIZERS.items() if k != "torch.optim.Adam"}.get(
+            new.optimizer
+        )
+        if opt_comp is None or ((r.gpus or 1) > 1 and opt_comp.startswith("bitsandbytes")):
             return None
-        edits.append(Edit(doc.path, "optimizer._component_", comp))
-        if comp.startswith("bitsandbytes") and "fused" in (d.get("optimizer") or {}):
+        edits.append(Edit(doc.path, "optimizer._component_", opt_comp))
+        if opt_comp.startswith("bitsandbytes") and "fused" in (d.get("optimizer") or {}):
             edits.append(Edit(doc.path, "optimizer.fused", DELETE))
     if (new.method, new.quant) != (old.method, old.quant):
         comp = str(get(d, "model._component_"))
@@ -176,7 +205,13 @@ def write_torchtune(r: Reading, old: Any, new: Any) -> list[Edit] | None:
         prefix = "qlora_" if new.quant == "nf4-dq" else "lora_"
         edits.append(Edit(doc.path, "model._component_", f"{module}.{prefix}{base}"))
         if old.method == "full":
-            edits.append(Edit(doc.path, "model.lora_attn_modules", ["q_proj", "k_proj", "v_proj", "output_proj"]))
+            edits.append(
+                Edit(
+                    doc.path,
+                    "model.lora_attn_modules",
+                    ["q_proj", "k_proj", "v_proj", "output_proj"],
+                )
+            )
             edits.append(Edit(doc.path, "model.apply_lora_to_mlp", True))
             edits.append(Edit(doc.path, "model.lora_rank", new.lora_rank))
             edits.append(Edit(doc.path, "model.lora_alpha", 2 * new.lora_rank))
@@ -194,6 +229,12 @@ def write_torchtune(r: Reading, old: Any, new: Any) -> list[Edit] | None:
         if new.method != "full":
             return None
         edits.append(Edit(doc.path, "optimizer_in_bwd", new.optimizer_in_backward))
-    if (new.recipe, new.attention, new.tp, new.pp, new.dp) != (old.recipe, old.attention, old.tp, old.pp, old.dp):
+    if (new.recipe, new.attention, new.tp, new.pp, new.dp) != (
+        old.recipe,
+        old.attention,
+        old.tp,
+        old.pp,
+        old.dp,
+    ):
         return None
     return edits

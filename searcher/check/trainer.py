@@ -17,42 +17,16 @@ from typing import Any
 from searcher.check.common import (
     ATTN_IMPL,
     DTYPES,
-    OPTIMIZER_NAMES,
-    deepspeed_edits,
+    NAMES,
+    _is_ds,
     lora_targets,
     precision_fields,
     read_deepspeed,
     trainer_optimizer,
 )
-from searcher.check.doc import DELETE, Document, get
-from searcher.check.reading import Edit, Reading
+from searcher.check.doc import Document, get
+from searcher.check.reading import Reading
 
-NAMES: dict[str, dict[str, str]] = {
-    "axolotl": {
-        "model": "base_model",
-        "seq_len": "sequence_len",
-        "micro_batch": "micro_batch_size",
-        "optimizer": "optimizer",
-        "rank": "lora_r",
-        "targets": "lora_target_modules",
-    },
-    "llamafactory": {
-        "model": "model_name_or_path",
-        "seq_len": "cutoff_len",
-        "micro_batch": "per_device_train_batch_size",
-        "optimizer": "optim",
-        "rank": "lora_rank",
-        "targets": "lora_target",
-    },
-    "hf-trainer": {
-        "model": "model_name_or_path",
-        "seq_len": "max_seq_length",
-        "micro_batch": "per_device_train_batch_size",
-        "optimizer": "optim",
-        "rank": "lora_r",
-        "targets": "lora_target_modules",
-    },
-}
 UNMAPPED_KEYS: dict[str, str] = {
     "activation_offloading": "activation offloading to CPU is not modelled",
     "enable_activation_offloading": "activation offloading to CPU is not modelled",
@@ -95,7 +69,12 @@ def read_trainer(
     for key in (n["seq_len"], "max_seq_length", "max_length", "sequence_len", "cutoff_len"):
         if isinstance(d.get(key), int):
             r.fields["seq_len"] = d[key]
-            r.read(doc, key, "seq_len", "every sequence modelled at this length (the longest a batch holds)")
+            r.read(
+                doc,
+                key,
+                "seq_len",
+                "every sequence modelled at this length (the longest a batch holds)",
+            )
             break
     for key in (n["micro_batch"], "per_device_train_batch_size", "micro_batch_size"):
         if isinstance(d.get(key), int):
@@ -119,18 +98,29 @@ def read_trainer(
         if "disable_gradient_checkpointing" in d:
             r.read(doc, "disable_gradient_checkpointing", "checkpointing")
         else:
-            r.notes.append("LLaMA-Factory checkpoints activations unless disable_gradient_checkpointing: true")
+            r.notes.append(
+                "LLaMA-Factory checkpoints activations unless disable_gradient_checkpointing: true"
+            )
     elif "gradient_checkpointing" in d:
         gc = d["gradient_checkpointing"]
         r.fields["checkpointing"] = "full" if gc else "none"
-        r.read(doc, "gradient_checkpointing", "checkpointing",
-               "offload mode read as full checkpointing" if gc == "offload" else "")
+        r.read(
+            doc,
+            "gradient_checkpointing",
+            "checkpointing",
+            "offload mode read as full checkpointing" if gc == "offload" else "",
+        )
         if "gradient_checkpointing_kwargs" in d:
             r.ignore(doc, "gradient_checkpointing_kwargs", "reentrant or not: same saved tensors")
     # attention
     if fmt == "axolotl":
-        for key, att in (("flash_attention", "flash"), ("sdp_attention", "sdpa"),
-                         ("xformers_attention", "sdpa"), ("flex_attention", "sdpa"), ("eager_attention", "eager")):
+        for key, att in (
+            ("flash_attention", "flash"),
+            ("sdp_attention", "sdpa"),
+            ("xformers_attention", "sdpa"),
+            ("flex_attention", "sdpa"),
+            ("eager_attention", "eager"),
+        ):
             if d.get(key) is True:
                 r.fields["attention"] = att
                 r.read(doc, key, "attention")
@@ -139,7 +129,9 @@ def read_trainer(
         r.fields.setdefault("attention", "sdpa")
     elif fmt == "llamafactory":
         fa = str(d.get("flash_attn", "auto")).lower()
-        r.fields["attention"] = {"fa2": "flash", "sdpa": "sdpa", "disabled": "eager"}.get(fa, "sdpa")
+        r.fields["attention"] = {"fa2": "flash", "sdpa": "sdpa", "disabled": "eager"}.get(
+            fa, "sdpa"
+        )
         if "flash_attn" in d:
             r.read(doc, "flash_attn", "attention")
     else:
@@ -153,18 +145,29 @@ def read_trainer(
         else:
             r.fields["attention"] = "sdpa"
     # the loss
-    if d.get("liger_fused_linear_cross_entropy") is True or d.get("cut_cross_entropy") is True:
-        r.fields["loss"] = "fused"
-    elif d.get("use_liger_kernel") is True or d.get("enable_liger_kernel") is True:
+    if (
+        d.get("liger_fused_linear_cross_entropy") is True
+        or d.get("cut_cross_entropy") is True
+        or d.get("use_liger_kernel") is True
+        or d.get("enable_liger_kernel") is True
+    ):
         r.fields["loss"] = "fused"
     elif d.get("chunked_cross_entropy") is True:
         r.fields["loss"] = "chunked"
-    for key in ("liger_fused_linear_cross_entropy", "cut_cross_entropy", "use_liger_kernel",
-                "enable_liger_kernel", "chunked_cross_entropy", "plugins"):
+    for key in (
+        "liger_fused_linear_cross_entropy",
+        "cut_cross_entropy",
+        "use_liger_kernel",
+        "enable_liger_kernel",
+        "chunked_cross_entropy",
+        "plugins",
+    ):
         if key in d:
             r.read(doc, key, "loss")
     # method, LoRA, quantisation
-    peft = next((x for x in [doc, *extra] if isinstance(x.data, dict) and "peft_type" in x.data), None)
+    peft = next(
+        (x for x in [doc, *extra] if isinstance(x.data, dict) and "peft_type" in x.data), None
+    )
     lora = False
     if fmt == "axolotl":
         adapter = d.get("adapter")
@@ -186,11 +189,23 @@ def read_trainer(
             r.read(doc, "use_peft", "method")
     quant = "none"
     if d.get("load_in_4bit") is True:
-        dq = get(d, "bnb_config_kwargs.bnb_4bit_use_double_quant", d.get("use_bnb_nested_quant", False))
+        dq = get(
+            d, "bnb_config_kwargs.bnb_4bit_use_double_quant", d.get("use_bnb_nested_quant", False)
+        )
         quant = "nf4-dq" if dq else "nf4"
-        if str(get(d, "bnb_config_kwargs.bnb_4bit_quant_type", d.get("bnb_4bit_quant_type", "nf4"))) == "fp4":
+        if (
+            str(
+                get(d, "bnb_config_kwargs.bnb_4bit_quant_type", d.get("bnb_4bit_quant_type", "nf4"))
+            )
+            == "fp4"
+        ):
             r.notes.append("fp4 4-bit base modelled as NF4 (same storage)")
-        for key in ("load_in_4bit", "bnb_config_kwargs", "use_bnb_nested_quant", "bnb_4bit_quant_type"):
+        for key in (
+            "load_in_4bit",
+            "bnb_config_kwargs",
+            "use_bnb_nested_quant",
+            "bnb_4bit_quant_type",
+        ):
             if key in d:
                 r.read(doc, key, "quant")
     elif d.get("load_in_8bit") is True:
@@ -255,7 +270,11 @@ def read_trainer(
         r.fields["method"] = "full"
     # precision
     bf = _half(d.get("bf16"), gpu_bf16)
-    fp = _half(d.get("fp16"), not gpu_bf16) if d.get("fp16") == "auto" else _half(d.get("fp16"), gpu_bf16)
+    fp = (
+        _half(d.get("fp16"), not gpu_bf16)
+        if d.get("fp16") == "auto"
+        else _half(d.get("fp16"), gpu_bf16)
+    )
     if d.get("bf16") == "auto" and not gpu_bf16:
         bf, fp = False, True
     half = "bf16" if bf else "fp16" if fp else None
@@ -269,7 +288,11 @@ def read_trainer(
         weights = half or "fp32"  # both load the model in the dtype they train
     else:
         td = d.get("torch_dtype", d.get("dtype"))
-        weights = DTYPES.get(str(td).replace("torch.", ""), "fp32") if td not in (None, "auto") else "fp32"
+        weights = (
+            DTYPES.get(str(td).replace("torch.", ""), "fp32")
+            if td not in (None, "auto")
+            else "fp32"
+        )
         if td == "auto":
             weights = half or "fp32"
         for key in ("torch_dtype", "dtype"):
@@ -291,7 +314,9 @@ def read_trainer(
         fc = d["fsdp_config"]
         reshard = fc.get("reshard_after_forward", fc.get("fsdp_reshard_after_forward", True))
         r.fields["zero"] = 3 if reshard else 2
-        r.fields["offload"] = "all" if fc.get("offload_params", fc.get("fsdp_offload_params")) else "none"
+        r.fields["offload"] = (
+            "all" if fc.get("offload_params", fc.get("fsdp_offload_params")) else "none"
+        )
         if fc.get("activation_checkpointing", fc.get("fsdp_activation_checkpointing")):
             r.fields["checkpointing"] = "full"
         r.read(doc, "fsdp_config", "zero")
@@ -304,7 +329,11 @@ def read_trainer(
         r.fields["offload"] = "all" if "offload" in spec else "none"
         r.read(doc, "fsdp", "zero")
     r.fields.update(precision_fields(half, weights, ds_prec, lora))
-    if r.fields["recipe"] in ("bf16-pure", "bf16-torch") and r.fields.get("zero", 0) == 0 and ds_prec:
+    if (
+        r.fields["recipe"] in ("bf16-pure", "bf16-torch")
+        and r.fields.get("zero", 0) == 0
+        and ds_prec
+    ):
         r.notes.append("DeepSpeed drops the fp32 master only under ZeRO 1-3")
     if lora:
         if fmt == "llamafactory" and not d.get("pure_bf16"):
@@ -319,124 +348,10 @@ def read_trainer(
         if d.get(key):
             r.unmapped(doc, key, why)
     if fmt == "axolotl" and "sample_packing" in d and not d["sample_packing"]:
-        r.notes.append("sample_packing is off: batches are shorter than sequence_len; fitplan models the longest")
-    r.writer = _writer(fmt)
+        r.notes.append(
+            "sample_packing is off: batches are shorter than sequence_len; fitplan models the longest"
+        )
+    from searcher.check.trainer_write import trainer_writer
+
+    r.writer = trainer_writer(fmt)
     return r
-
-
-def _is_ds(data: dict[str, Any]) -> bool:
-    return any(k in data for k in ("zero_optimization", "train_micro_batch_size_per_gpu", "train_batch_size"))
-
-
-def _writer(fmt: str):
-    n = NAMES[fmt]
-
-    def write(r: Reading, old: Any, new: Any) -> list[Edit] | None:
-        doc = r.docs[0]
-        d = doc.data or {}
-        edits: list[Edit] = []
-
-        def put(key: str, value: Any) -> None:
-            edits.append(Edit(doc.path, key, value))
-
-        mb_key = n["micro_batch"]
-        ds_doc = next((x for x in r.docs[1:] if isinstance(x.data, dict) and _is_ds(x.data)), None)
-        for fld, key in (("micro_batch", mb_key), ("grad_accum", "gradient_accumulation_steps")):
-            if getattr(new, fld) != getattr(old, fld):
-                put(key, getattr(new, fld))
-                ds_key = "train_micro_batch_size_per_gpu" if fld == "micro_batch" else fld
-                if ds_doc is not None and isinstance(ds_doc.data.get(ds_key), int):
-                    edits.append(Edit(ds_doc.path, ds_key, getattr(new, fld)))
-        if new.seq_len != old.seq_len:
-            key = next((k for k in (n["seq_len"], "max_seq_length", "max_length") if k in d), n["seq_len"])
-            put(key, new.seq_len)
-        if new.checkpointing != old.checkpointing:
-            if new.checkpointing == "selective":
-                return None
-            if fmt == "llamafactory":
-                put("disable_gradient_checkpointing", new.checkpointing == "none")
-            else:
-                put("gradient_checkpointing", new.checkpointing == "full")
-        if new.loss != old.loss:
-            if fmt == "axolotl":
-                if new.loss == "fused":
-                    plugins = list(d.get("plugins") or [])
-                    if "axolotl.integrations.liger.LigerPlugin" not in plugins:
-                        put("plugins", [*plugins, "axolotl.integrations.liger.LigerPlugin"])
-                    put("liger_fused_linear_cross_entropy", True)
-                elif new.loss == "chunked":
-                    put("chunked_cross_entropy", True)
-                else:
-                    return None
-            elif new.loss == "fused":
-                put("enable_liger_kernel" if fmt == "llamafactory" else "use_liger_kernel", True)
-            else:
-                return None
-        if new.optimizer != old.optimizer:
-            if new.optimizer == "sgd-momentum" or new.optimizer not in OPTIMIZER_NAMES:
-                return None
-            if ds_doc is not None and get(ds_doc.data, "optimizer.type") is not None:
-                return None
-            put(next((k for k in (n["optimizer"], "optim", "optimizer") if k in d), n["optimizer"]),
-                OPTIMIZER_NAMES[new.optimizer])
-        if (new.method, new.quant, new.lora_rank) != (old.method, old.quant, old.lora_rank):
-            if new.method == "full" or fmt == "hf-trainer" and any(x.data and "peft_type" in x.data for x in r.docs[1:]):
-                return None
-            if fmt == "axolotl":
-                put("adapter", "qlora" if new.quant in ("nf4", "nf4-dq") else "lora")
-            elif fmt == "llamafactory":
-                put("finetuning_type", "lora")
-            else:
-                put("use_peft", True)
-            if new.quant != old.quant:
-                if new.quant in ("nf4", "nf4-dq"):
-                    if fmt == "llamafactory":
-                        put("quantization_bit", 4)
-                        put("double_quantization", new.quant == "nf4-dq")
-                    else:
-                        put("load_in_4bit", True)
-                        if fmt == "axolotl":
-                            put("bnb_config_kwargs", {"bnb_4bit_quant_type": "nf4", "bnb_4bit_use_double_quant": new.quant == "nf4-dq"})
-                        else:
-                            put("use_bnb_nested_quant", new.quant == "nf4-dq")
-                else:
-                    return None
-            if old.method == "full" or new.lora_rank != old.lora_rank:
-                put(n["rank"], new.lora_rank)
-                if old.method == "full":
-                    if fmt == "axolotl":
-                        put("lora_target_linear", True)
-                    elif fmt == "hf-trainer":
-                        put("lora_target_modules", "all-linear")
-        if (new.zero, new.offload) != (old.zero, old.offload):
-            if ds_doc is not None:
-                more = deepspeed_edits(ds_doc, old, new)
-                if more is None:
-                    return None
-                edits += more
-            elif fmt == "axolotl" and new.zero in (2, 3):
-                fc = dict(d.get("fsdp_config") or {})
-                fc.update(reshard_after_forward=new.zero == 3, offload_params=new.offload == "all")
-                if new.offload == "optimizer":
-                    return None
-                put("fsdp_version", 2)
-                put("fsdp_config", fc)
-            elif fmt == "hf-trainer" and new.zero in (2, 3) and new.offload != "optimizer":
-                put("fsdp", ("full_shard" if new.zero == 3 else "shard_grad_op") + (" offload" if new.offload == "all" else "") + " auto_wrap")
-            else:
-                return None
-        if new.attention != old.attention:
-            return None
-        if (new.recipe, new.adapter_dtype, new.compute_dtype) != (old.recipe, old.adapter_dtype, old.compute_dtype):
-            return None
-        if (new.tp, new.pp, new.dp, new.optimizer_in_backward) != (old.tp, old.pp, old.dp, old.optimizer_in_backward):
-            return None
-        if new.lora_targets != old.lora_targets and old.method != "full":
-            return None
-        return edits
-
-    return write
-
-
-def delete_marker() -> object:
-    return DELETE

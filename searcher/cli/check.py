@@ -27,14 +27,20 @@ def register(sub: argparse._SubParsersAction) -> None:
         "smallest changes that make it fit, ranked by throughput lost, as diffs of your files.",
     )
     p.add_argument("configs", nargs="+", metavar="CONFIG", help="config files (or a folder)")
-    p.add_argument("--model", metavar="NAME|PATH|ORG/NAME", help="override the model the config names")
+    p.add_argument(
+        "--model", metavar="NAME|PATH|ORG/NAME", help="override the model the config names"
+    )
     p.add_argument("--gpu", help="catalog id or a size (default: the card in --oom, or the plan's)")
     p.add_argument("--gpus", type=int, help="number of GPUs (default: what the config says, or 1)")
     p.add_argument("--headroom", type=float, default=None, help="fraction kept free (default 0.1)")
     p.add_argument("--seq-len", type=int, help="sequence length when the config sets none")
-    p.add_argument("--oom", metavar="MESSAGE", help='the "CUDA out of memory. Tried to allocate …" text')
+    p.add_argument(
+        "--oom", metavar="MESSAGE", help='the "CUDA out of memory. Tried to allocate …" text'
+    )
     p.add_argument("--top", type=int, default=5, help="suggestions to show (default 5)")
-    p.add_argument("--keys", action="store_true", help="list every key with what fitplan did with it")
+    p.add_argument(
+        "--keys", action="store_true", help="list every key with what fitplan did with it"
+    )
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(handler="searcher.cli.check:cmd_check")
 
@@ -54,7 +60,9 @@ def gpu_for_capacity(capacity: int):
             best = g
     if best is None:
         return custom_gpu(f"{capacity / GiB:.2f}GiB")
-    return best.model_copy(update={"memory_bytes": capacity, "name": f"{best.name} (as CUDA reports it)"})
+    return best.model_copy(
+        update={"memory_bytes": capacity, "name": f"{best.name} (as CUDA reports it)"}
+    )
 
 
 def _verified_edits(reading, cfg, new, overrides, gpus):
@@ -70,8 +78,10 @@ def _verified_edits(reading, cfg, new, overrides, gpus):
         return None
     texts = apply_edits(reading, edits)
     try:
-        again = read_configs([str(d.path) for d in reading.docs if d in reading.docs[:1] or d.path.suffix],
-                             overlay=texts)
+        again = read_configs(
+            [str(d.path) for d in reading.docs if d in reading.docs[:1] or d.path.suffix],
+            overlay=texts,
+        )
         back = train_config(again, overrides, gpus)
     except FitplanError:
         return None
@@ -110,10 +120,14 @@ def cmd_check(args: argparse.Namespace) -> int:
 
         gpu = resolve_gpu(reading.gpu)
     if gpu is None:
-        raise FitplanError("no GPU given", "add --gpu NAME (see `fitplan gpus`), --gpu 24GiB, or --oom MESSAGE")
+        raise FitplanError(
+            "no GPU given", "add --gpu NAME (see `fitplan gpus`), --gpu 24GiB, or --oom MESSAGE"
+        )
     model_ref = args.model or reading.model
     if not model_ref:
-        raise FitplanError(f"{args.configs[0]} names no model", "add --model NAME, a config.json path or org/name")
+        raise FitplanError(
+            f"{args.configs[0]} names no model", "add --model NAME, a config.json path or org/name"
+        )
     spec = resolve_any_model(model_ref)
     overrides: dict[str, Any] = {}
     if args.seq_len is not None:
@@ -122,7 +136,9 @@ def cmd_check(args: argparse.Namespace) -> int:
         from searcher.inputs import default_seq_len
 
         overrides["seq_len"] = default_seq_len(spec)
-        reading.notes.append(f"the config sets no sequence length: {overrides['seq_len']} assumed (--seq-len)")
+        reading.notes.append(
+            f"the config sets no sequence length: {overrides['seq_len']} assumed (--seq-len)"
+        )
     cfg = train_config(reading, overrides, args.gpus)
     e = explain(spec, cfg, gpu, headroom)
     suggestions: list[tuple[Any, dict[Path, tuple[str, str]]]] = []
@@ -135,7 +151,7 @@ def cmd_check(args: argparse.Namespace) -> int:
             if new not in cache:
                 got = _verified_edits(reading, cfg, new, overrides, args.gpus)
                 if got is not None and got[1] != new:  # the file means a slightly other config
-                    needed, fits, tps, _usable = evaluate(spec, [got[1]], gpu, headroom)
+                    _needed, fits, _tps, _usable = evaluate(spec, [got[1]], gpu, headroom)
                     got = got if fits[0] else None
                 cache[new] = got
             return cache[new] is not None
@@ -144,10 +160,17 @@ def cmd_check(args: argparse.Namespace) -> int:
             edits, back = cache[s.config]
             if back != s.config:
                 needed, _fits, tps, usable = evaluate(spec, [back], gpu, headroom)
-                s = Suggestion(s.changes, s.kind, back, needed[0], usable, tps[0], s.tokens_per_s_before)
+                s = Suggestion(
+                    s.changes, s.kind, back, needed[0], usable, tps[0], s.tokens_per_s_before
+                )
             suggestions.append((s, edits))
     if args.json:
-        sys.stdout.write(json.dumps(_json(reading, spec, cfg, e, oom, suggestions, KIND_NAMES), indent=2, default=str) + "\n")
+        sys.stdout.write(
+            json.dumps(
+                _json(reading, spec, cfg, e, oom, suggestions, KIND_NAMES), indent=2, default=str
+            )
+            + "\n"
+        )
     else:
         _print(reading, spec, cfg, e, oom, suggestions, KIND_NAMES, args.keys, diagnosis)
     return 0 if e.verdict.fits else 1
@@ -195,20 +218,30 @@ def _json(reading, spec, cfg, e, oom, suggestions, kinds) -> dict[str, Any]:
 def _print(reading, spec, cfg, e, oom, suggestions, kinds, all_keys, diagnosis) -> None:
     from constraints.units import GiB
     from searcher.check.reading import IGNORED, READ, UNMAPPED
-    from searcher.cli.render import print_explanation, precision_brief
+    from searcher.cli.render import precision_brief, print_explanation
     from searcher.terminal import console
 
     con = console()
     files = ", ".join(str(d.path) for d in reading.docs)
     con.print(f"[bold]{reading.format}[/] config: {files}")
-    con.print(f"model: {spec.name}" + (f" ({spec.source})" if spec.source.startswith("huggingface.co") else ""))
+    con.print(
+        f"model: {spec.name}"
+        + (f" ({spec.source})" if spec.source.startswith("huggingface.co") else "")
+    )
     c = reading.counts()
-    con.print(f"keys: {c[READ]} read, {c[UNMAPPED]} not mapped, {c[IGNORED]} ignored (--keys lists them)")
+    con.print(
+        f"keys: {c[READ]} read, {c[UNMAPPED]} not mapped, {c[IGNORED]} ignored (--keys lists them)"
+    )
     for u in reading.uses:
         if u.status == UNMAPPED or all_keys:
             tag = {READ: "read", UNMAPPED: "NOT MAPPED", IGNORED: "ignored"}[u.status]
             target = f" → {u.field}" if u.field else ""
-            con.print(f"  {tag:>10}  {Path(u.file).name}:{u.key} = {u.value!r}{target}" + (f"  ({u.why})" if u.why else ""), markup=False, highlight=False)
+            con.print(
+                f"  {tag:>10}  {Path(u.file).name}:{u.key} = {u.value!r}{target}"
+                + (f"  ({u.why})" if u.why else ""),
+                markup=False,
+                highlight=False,
+            )
     for n in reading.notes:
         con.print(f"  note: {n}", markup=False)
     con.print(
@@ -233,10 +266,18 @@ def _print(reading, spec, cfg, e, oom, suggestions, kinds, all_keys, diagnosis) 
         if not e.verdict.fits:
             con.print("no change of up to three knobs that your files can express makes it fit")
         return
-    con.print("[bold]changes that make it fit[/] (same training first, then optimizer numerics, then the method; by throughput lost):")
+    con.print(
+        "[bold]changes that make it fit[/] (same training first, then optimizer numerics, then the method; by throughput lost):"
+    )
     for i, (s, edits) in enumerate(suggestions, 1):
         lost = s.throughput_lost
-        speed = f"{lost:.0%} slower" if lost > 0.005 else f"{-lost:.0%} faster" if lost < -0.005 else "same speed"
+        speed = (
+            f"{lost:.0%} slower"
+            if lost > 0.005
+            else f"{-lost:.0%} faster"
+            if lost < -0.005
+            else "same speed"
+        )
         con.print(
             f"{i}. {' + '.join(s.changes)} [{kinds[s.kind]}]: {s.needed / GiB:.2f} of {s.usable / GiB:.2f} GiB, "
             f"{s.tokens_per_s:,.4g} tokens/s ({speed})",

@@ -181,8 +181,8 @@ def cmd_fits(args: argparse.Namespace) -> int:
     from constraints.models import catalog_ids
     from constraints.units import parse_size
     from searcher.cli.fits import fits_table
-    from searcher.hub import resolve_any_model as resolve_model
     from searcher.cli.render import print_fits
+    from searcher.hub import resolve_any_model as resolve_model
     from searcher.inputs import gpu_from_args, headroom_from_args
     from searcher.terminal import progress_reporter
 

@@ -213,8 +213,30 @@ def build_parser() -> argparse.ArgumentParser:
         help="effective batch for the training columns (default 8)",
     )
     p.add_argument("--cpu-ram", help="CPU RAM per node for offload, e.g. 64GiB (default 256GiB)")
+    p.add_argument(
+        "--cheapest-for",
+        metavar="MODEL",
+        help="instead: the cheapest catalog GPU that fits this model's job (see fitplan max)",
+    )
     p.add_argument("--json", action="store_true")
-    p.set_defaults(handler="searcher.cli.commands:cmd_fits")
+    p.set_defaults(handler="searcher.cli.inverse:cmd_fits_or_cheapest")
+
+    p = sub.add_parser(
+        "max",
+        help="inverse questions: longest sequence, largest micro-batch, fewest GPUs, cheapest GPU",
+        description="Bisection over exact exhaustive searches: the longest --seq-len, the largest "
+        "micro-batch, the fewest GPUs (up to --gpus, default 8) for which some configuration fits, "
+        "or every priced catalog GPU that fits, cheapest per token first.",
+    )
+    p.add_argument("question", choices=["seq-len", "micro-batch", "gpus", "cheapest-gpu"])
+    _model_args(p)
+    _gpu_args(p)
+    _search_args(p)
+    _config_args(p, search=True)
+    p.add_argument(
+        "--max-seq-len", type=int, help="seq-len: the longest to probe (default: the context)"
+    )
+    p.set_defaults(handler="searcher.cli.inverse:cmd_max")
 
     p = sub.add_parser(
         "scenario", help="run the worked examples in scenarios/*.yaml and check them"

@@ -138,12 +138,19 @@ def _fits_metrics(case: Case) -> dict[str, Any]:
     return fits_metrics(case)
 
 
+def _inverse_metrics(case: Case) -> dict[str, Any]:
+    from searcher.scenarios.inverse import inverse_metrics
+
+    return inverse_metrics(case)
+
+
 KINDS: dict[str, Callable[[Case], dict[str, Any]]] = {
     "explain": _explain_metrics,
     "saved_tensor": _saved_tensor_metrics,
     "inference": _inference_metrics,
     "search": _search_metrics,
     "fits": _fits_metrics,
+    "inverse": _inverse_metrics,
 }
 
 

@@ -71,11 +71,18 @@ def test_oom_without_numbers_is_one_line(capsys):
 
 
 def test_axolotl_qlora_real_file(capsys):
-    code, out = run_json(capsys, str(DATA / "axolotl-qlora-1b.yml"), "--model", "llama-3.2-1b", "--gpu", "rtx-4090")
+    code, out = run_json(
+        capsys, str(DATA / "axolotl-qlora-1b.yml"), "--model", "llama-3.2-1b", "--gpu", "rtx-4090"
+    )
     c = out["config"]
     assert out["format"] == "axolotl"
     # adapter: qlora, load_in_4bit: true, no double-quant key; lora_r 32; lora_dropout 0.05
-    assert (c["method"], c["quant"], c["lora_rank"], c["lora_dropout"]) == ("qlora", "nf4", 32, 0.05)
+    assert (c["method"], c["quant"], c["lora_rank"], c["lora_dropout"]) == (
+        "qlora",
+        "nf4",
+        32,
+        0.05,
+    )
     # micro_batch_size 2, gradient_accumulation_steps 4, sequence_len 2048
     assert (c["micro_batch"], c["grad_accum"], c["seq_len"]) == (2, 4, 2048)
     # optimizer adamw_bnb_8bit, gradient_checkpointing true, flash_attention true
@@ -87,7 +94,14 @@ def test_axolotl_qlora_real_file(capsys):
 
 
 def test_torchtune_real_file(capsys):
-    code, out = run_json(capsys, str(DATA / "torchtune-1B-lora-single-device.yaml"), "--gpu", "rtx-4090", "--seq-len", "2048")
+    _code, out = run_json(
+        capsys,
+        str(DATA / "torchtune-1B-lora-single-device.yaml"),
+        "--gpu",
+        "rtx-4090",
+        "--seq-len",
+        "2048",
+    )
     c = out["config"]
     assert out["format"] == "torchtune" and out["model"]["id"] == "llama-3.2-1b"  # lora_llama3_2_1b
     # lora_attn_modules q, v, output; apply_lora_to_mlp; lora_rank 64; batch_size 4; accumulation 4
@@ -99,9 +113,16 @@ def test_torchtune_real_file(capsys):
 
 
 def test_llamafactory_with_deepspeed_real_files(capsys):
-    code, out = run_json(
-        capsys, str(DATA / "llamafactory-lora-sft-ds3.yaml"), str(DATA / "ds_z3_config.json"),
-        "--model", "llama-3-8b", "--gpu", "rtx-4090", "--gpus", "2",
+    _code, out = run_json(
+        capsys,
+        str(DATA / "llamafactory-lora-sft-ds3.yaml"),
+        str(DATA / "ds_z3_config.json"),
+        "--model",
+        "llama-3-8b",
+        "--gpu",
+        "rtx-4090",
+        "--gpus",
+        "2",
     )
     c = out["config"]
     # finetuning_type lora, lora_rank 8, lora_target all; cutoff_len 2048; batch 1 × accumulation 2
@@ -115,9 +136,16 @@ def test_llamafactory_with_deepspeed_real_files(capsys):
 
 
 def test_trainer_args_with_peft_and_deepspeed_real_files(capsys):
-    code, out = run_json(
-        capsys, str(DATA / "hf-trainer-qlora.yaml"), str(DATA / "ds_config_zero3_bf16.json"),
-        "--model", "mistral-7b-v0.1", "--gpu", "a100-80gb", "--gpus", "4",
+    _code, out = run_json(
+        capsys,
+        str(DATA / "hf-trainer-qlora.yaml"),
+        str(DATA / "ds_config_zero3_bf16.json"),
+        "--model",
+        "mistral-7b-v0.1",
+        "--gpu",
+        "a100-80gb",
+        "--gpus",
+        "4",
     )
     c = out["config"]
     # use_peft + load_in_4bit; lora_r 128; per_device_train_batch_size 4; max_length 1024
@@ -127,17 +155,32 @@ def test_trainer_args_with_peft_and_deepspeed_real_files(capsys):
 
 
 def test_peft_adapter_config_real_file(capsys):
-    code, out = run_json(capsys, str(DATA / "adapter_config.json"), "--model", "llama-3.2-1b", "--gpu", "rtx-4090")
+    _code, out = run_json(
+        capsys, str(DATA / "adapter_config.json"), "--model", "llama-3.2-1b", "--gpu", "rtx-4090"
+    )
     c = out["config"]
     # r 16, lora_dropout 0.05, the seven projections
     assert (c["method"], c["lora_rank"], c["lora_dropout"]) == ("lora", 16, 0.05)
-    assert set(c["lora_targets"].split(",")) == {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"}
+    assert set(c["lora_targets"].split(",")) == {
+        "q_proj",
+        "k_proj",
+        "v_proj",
+        "o_proj",
+        "gate_proj",
+        "up_proj",
+        "down_proj",
+    }
 
 
 def test_accelerate_fsdp_real_file(capsys):
-    code, out = run_json(
-        capsys, str(DATA / "accelerate-fsdp.yaml"), str(DATA / "axolotl-qlora-1b.yml"),
-        "--model", "llama-3.2-1b", "--gpu", "rtx-4090",
+    _code, out = run_json(
+        capsys,
+        str(DATA / "accelerate-fsdp.yaml"),
+        str(DATA / "axolotl-qlora-1b.yml"),
+        "--model",
+        "llama-3.2-1b",
+        "--gpu",
+        "rtx-4090",
     )
     c = out["config"]
     # num_processes 2, FULL_SHARD, no offload
@@ -152,7 +195,10 @@ def test_accelerate_fsdp_real_file(capsys):
     [
         (["axolotl-fft-8b.yaml"], ["--model", "llama-3.1-8b", "--gpu", "rtx-4090"]),
         (["torchtune-1B-lora-single-device.yaml"], ["--gpu", "8GiB", "--seq-len", "4096"]),
-        (["llamafactory-lora-sft-ds3.yaml", "ds_z3_config.json"], ["--model", "llama-3-8b", "--gpu", "16GiB", "--gpus", "2"]),
+        (
+            ["llamafactory-lora-sft-ds3.yaml", "ds_z3_config.json"],
+            ["--model", "llama-3-8b", "--gpu", "16GiB", "--gpus", "2"],
+        ),
     ],
 )
 def test_suggested_diffs_apply_and_fit(tmp_path, capsys, files, argv):
@@ -180,8 +226,12 @@ def test_oom_names_the_gpu_and_suggests(capsys):
         "which 1.20 GiB is free. Of the allocated memory 20.10 GiB is allocated by PyTorch, and 3.50 "
         "GiB is reserved by PyTorch but unallocated."
     )
-    code, out = run_json(capsys, str(DATA / "axolotl-fft-8b.yaml"), "--model", "llama-3.1-8b", "--oom", msg)
-    assert out["explain"]["gpu"]["id"] == "rtx-4090"  # 23.64 GiB is what CUDA reports of a 24 GB card
+    _code, out = run_json(
+        capsys, str(DATA / "axolotl-fft-8b.yaml"), "--model", "llama-3.1-8b", "--oom", msg
+    )
+    assert (
+        out["explain"]["gpu"]["id"] == "rtx-4090"
+    )  # 23.64 GiB is what CUDA reports of a 24 GB card
     assert out["explain"]["gpu"]["capacity_bytes"] == round(23.64 * GiB)
     assert out["oom"]["fragmentation"]
     assert out["suggestions"]
@@ -190,10 +240,40 @@ def test_oom_names_the_gpu_and_suggests(capsys):
 # ---- round trip: what fitplan emits, read back --------------------------------------------
 
 ROUND_TRIP = [
-    TrainConfig(method="lora", lora_rank=32, recipe="bf16-torch", micro_batch=2, grad_accum=8, checkpointing="full"),
-    TrainConfig(method="qlora", quant="nf4-dq", lora_rank=16, recipe="bf16-torch", optimizer="adamw-8bit", loss="fused"),
-    TrainConfig(method="full", recipe="bf16-master", zero=2, dp=4, micro_batch=1, grad_accum=4, attention="flash"),
-    TrainConfig(method="full", recipe="bf16-master", zero=3, offload="all", dp=2, loss="chunked", checkpointing="full"),
+    TrainConfig(
+        method="lora",
+        lora_rank=32,
+        recipe="bf16-torch",
+        micro_batch=2,
+        grad_accum=8,
+        checkpointing="full",
+    ),
+    TrainConfig(
+        method="qlora",
+        quant="nf4-dq",
+        lora_rank=16,
+        recipe="bf16-torch",
+        optimizer="adamw-8bit",
+        loss="fused",
+    ),
+    TrainConfig(
+        method="full",
+        recipe="bf16-master",
+        zero=2,
+        dp=4,
+        micro_batch=1,
+        grad_accum=4,
+        attention="flash",
+    ),
+    TrainConfig(
+        method="full",
+        recipe="bf16-master",
+        zero=3,
+        offload="all",
+        dp=2,
+        loss="chunked",
+        checkpointing="full",
+    ),
 ]
 
 
