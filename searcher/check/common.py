@@ -234,6 +234,13 @@ def read_deepspeed(r: Reading, doc: Document, half_flag: str | None) -> dict[str
         }
         if name in known:
             r.fields["optimizer"] = known[name]
+            if name == "sgd" and get(ds, "optimizer.params.momentum", 0) not in (
+                0,
+                0.0,
+                None,
+                "auto",
+            ):
+                r.fields["optimizer"] = "sgd-momentum"
             r.read(doc, "optimizer.type", "optimizer")
         else:
             r.unmapped(doc, "optimizer.type", f"DeepSpeed optimizer {opt} has no fitplan model")

@@ -204,6 +204,14 @@ def _block_end(lines: list[str], at: int, indent: int) -> int:
 
 def set_key(doc: Document, dotted: str, value: Any, text: str | None = None) -> str:
     """``text`` (default: the document's) with ``dotted`` set to ``value`` (or removed)."""
+    if doc.kind == "python":
+        from searcher.check.script import set_constant
+
+        return set_constant(doc.text if text is None else text, dotted, value)
+    if doc.kind == "shell":
+        from searcher.check.torchtune_sh import set_override
+
+        return set_override(doc.text if text is None else text, dotted, value)
     lines = (doc.text if text is None else text).splitlines(keepends=True)
     if lines and not lines[-1].endswith("\n"):
         lines[-1] += "\n"
@@ -273,12 +281,23 @@ def _insert(
     return "".join(lines)
 
 
+def shown_path(path: Path) -> str:
+    """The path relative to the working folder when it is inside it, else absolute."""
+    import os
+
+    full = path.resolve()
+    rel = os.path.relpath(full)
+    return str(full) if rel.startswith("..") else rel
+
+
 def unified_diff(doc: Document, new_text: str) -> str:
+    """A unified diff with plain paths (apply with ``patch -p0`` from the working folder)."""
+    name = shown_path(doc.path)
     return "".join(
         difflib.unified_diff(
             doc.text.splitlines(keepends=True),
             new_text.splitlines(keepends=True),
-            fromfile=f"a/{doc.path}",
-            tofile=f"b/{doc.path}",
+            fromfile=name,
+            tofile=name,
         )
     )

@@ -34,6 +34,14 @@ FORMATS = (
 
 
 def detect(doc: Document) -> str | None:
+    if doc.kind == "python":
+        from searcher.check.script import is_script
+
+        return "fitplan-script" if is_script(doc) else None
+    if doc.kind == "shell":
+        from searcher.check.torchtune_sh import is_tune_run
+
+        return "torchtune-command" if is_tune_run(doc) else None
     d = doc.data
     if not isinstance(d, dict):
         return None
@@ -64,7 +72,11 @@ def expand(paths: list[str]) -> list[Path]:
     out: list[Path] = []
     for p in map(Path, paths):
         if p.is_dir():
-            found = sorted(x for x in p.iterdir() if x.suffix in (".yaml", ".yml", ".json"))
+            found = sorted(
+                x
+                for x in p.iterdir()
+                if x.suffix in (".yaml", ".yml", ".json") or x.name in ("train.py", "torchtune.sh")
+            )
             main = [x for x in found if x.name != "plan.json"]
             out += main if main else found
         else:
@@ -104,7 +116,16 @@ def read_configs(
     mains = [
         (k, d)
         for k, d in kinds
-        if k in ("axolotl", "torchtune", "hf-trainer", "llamafactory", "fitplan")
+        if k
+        in (
+            "axolotl",
+            "torchtune",
+            "hf-trainer",
+            "llamafactory",
+            "fitplan",
+            "fitplan-script",
+            "torchtune-command",
+        )
     ]
     extras = [d for k, d in kinds if k in ("deepspeed", "peft")]
     acc = [d for k, d in kinds if k == "accelerate"]
@@ -120,6 +141,14 @@ def read_configs(
         kind, main = mains[0]
         if kind == "fitplan":
             r = read_plan(main)
+        elif kind == "torchtune-command":
+            from searcher.check.torchtune_sh import read_tune_run
+
+            r = read_tune_run(main)
+        elif kind == "fitplan-script":
+            from searcher.check.script import read_script
+
+            r = read_script(main, load_ds, extras)
         elif kind == "torchtune":
             r = read_torchtune(main)
         else:
@@ -192,7 +221,7 @@ def train_config(r: Reading, overrides: dict[str, Any], gpus: int | None) -> Tra
     tp, pp = int(fields.get("tp", 1)), int(fields.get("pp", 1))
     if n % (tp * pp):
         raise FitplanError(f"{n} GPUs is not a multiple of tp {tp} × pp {pp}")
-    if r.format == "torchtune":
+    if r.format in ("torchtune", "torchtune-command"):
         sharding(r, n)
         fields.setdefault("zero", r.fields.get("zero", 0))
         if "zero" in r.fields:

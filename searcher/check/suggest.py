@@ -223,7 +223,10 @@ def suggest(
         if any({c.name for c in k[0]} < names for k in kept):
             continue
         kept.append((combo, need, new, t))
-    kept.sort(key=lambda k: (max(c.kind for c in k[0]), -k[3], len(k[0])))
+    if gpu.custom:  # a card given by its size has no compute figures: fewest changes, least memory
+        kept.sort(key=lambda k: (max(c.kind for c in k[0]), len(k[0]), k[1]))
+    else:
+        kept.sort(key=lambda k: (max(c.kind for c in k[0]), -k[3], len(k[0])))
     out: list[Suggestion] = []
     for combo, need, new, t in kept:
         if accept is not None and not accept(new):

@@ -221,6 +221,8 @@ def write_torchtune(r: Reading, old: Any, new: Any) -> list[Edit] | None:
         if new.offload == "optimizer" or new.zero != 3:
             return None
         edits.append(Edit(doc.path, "fsdp_cpu_offload", new.offload == "all"))
+        if new.zero != old.zero:
+            edits.append(Edit(doc.path, "fsdp_reshard_after_forward", True))
     elif new.zero != old.zero:
         if (r.gpus or 1) < 2 or new.zero not in (2, 3):
             return None

@@ -83,7 +83,7 @@ def _verified_edits(reading, cfg, new, overrides, gpus):
             overlay=texts,
         )
         back = train_config(again, overrides, gpus)
-    except FitplanError:
+    except (FitplanError, ValueError):  # the edited files mean no valid configuration
         return None
     if back.model_copy(update={"adapter_dtype": new.adapter_dtype}) != new:
         return None
@@ -266,8 +266,14 @@ def _print(reading, spec, cfg, e, oom, suggestions, kinds, all_keys, diagnosis) 
         if not e.verdict.fits:
             con.print("no change of up to three knobs that your files can express makes it fit")
         return
+    order = (
+        "fewest changes (a card given by its size has no speed figures)"
+        if e.gpu.custom
+        else "throughput lost"
+    )
     con.print(
-        "[bold]changes that make it fit[/] (same training first, then optimizer numerics, then the method; by throughput lost):"
+        "[bold]changes that make it fit[/] (same training first, then optimizer numerics, then "
+        f"the method; by {order}; apply with patch -p0):"
     )
     for i, (s, edits) in enumerate(suggestions, 1):
         lost = s.throughput_lost
@@ -278,9 +284,10 @@ def _print(reading, spec, cfg, e, oom, suggestions, kinds, all_keys, diagnosis) 
             if lost < -0.005
             else "same speed"
         )
+        rate = "" if e.gpu.custom else f", {s.tokens_per_s:,.4g} tokens/s ({speed})"
         con.print(
-            f"{i}. {' + '.join(s.changes)} [{kinds[s.kind]}]: {s.needed / GiB:.2f} of {s.usable / GiB:.2f} GiB, "
-            f"{s.tokens_per_s:,.4g} tokens/s ({speed})",
+            f"{i}. {' + '.join(s.changes)} [{kinds[s.kind]}]: {s.needed / GiB:.2f} of {s.usable / GiB:.2f} GiB"
+            + rate,
             markup=False,
         )
         for _text, diff in edits.values():
