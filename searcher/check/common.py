@@ -209,6 +209,15 @@ def read_deepspeed(r: Reading, doc: Document, half_flag: str | None) -> dict[str
                     r.read(doc, f"{sec}.{k}", fld)
                 else:
                     r.ignore(doc, f"{sec}.{k}", "loss-scaling detail")
+    for key in (
+        "train_micro_batch_size_per_gpu",
+        "gradient_accumulation_steps",
+        "train_batch_size",
+    ):
+        if ds.get(key) == "auto":
+            r.ignore(doc, key, "'auto': the Trainer fills it from its own value")
+    if "zero_allow_untested_optimizer" in ds:
+        r.ignore(doc, "zero_allow_untested_optimizer", "lets a client optimizer run under ZeRO")
     mb = ds.get("train_micro_batch_size_per_gpu")
     if isinstance(mb, int):
         r.fields["micro_batch"] = mb
@@ -254,10 +263,15 @@ def read_deepspeed(r: Reading, doc: Document, half_flag: str | None) -> dict[str
         "zero_optimization.sub_group_size",
     ):
         if get(ds, key) is not None:
+            auto = (
+                " ('auto': sized from hidden_size by the HF integration)"
+                if get(ds, key) == "auto"
+                else ""
+            )
             r.unmapped(
                 doc,
                 key,
-                "DeepSpeed buffer size: fitplan models the default working set, not this value",
+                f"DeepSpeed buffer size{auto}: fitplan models the default working set, not this value",
             )
     for key in (
         "zero_optimization.overlap_comm",

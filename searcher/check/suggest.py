@@ -208,8 +208,11 @@ def suggest(
     headroom: float,
     accept: Callable[[TrainConfig], bool] | None = None,
     limit: int = 5,
+    reserve: int = 0,
 ) -> list[Suggestion]:
-    """Minimal change sets that fit, best first; ``accept`` filters what the user's files can say."""
+    """Minimal change sets that fit, best first. ``accept`` says what the user's files can express
+    (minimal among those); ``reserve`` bytes are kept free on top of the prediction (what a real
+    out-of-memory showed the model under-predicts)."""
     cands = candidates(cfg)
     if not cands:
         return []
@@ -217,10 +220,12 @@ def suggest(
     before = tps[0]
     kept: list[tuple[tuple[Change, ...], int, TrainConfig, float]] = []
     for (combo, new), need, ok, t in zip(cands, needed[1:], fits[1:], tps[1:], strict=True):
-        if not ok:
+        if not ok or need + reserve > usable:
             continue
         names = {c.name for c in combo}
         if any({c.name for c in k[0]} < names for k in kept):
+            continue
+        if accept is not None and not accept(new):
             continue
         kept.append((combo, need, new, t))
     if gpu.custom:  # a card given by its size has no compute figures: fewest changes, least memory
@@ -229,8 +234,6 @@ def suggest(
         kept.sort(key=lambda k: (max(c.kind for c in k[0]), -k[3], len(k[0])))
     out: list[Suggestion] = []
     for combo, need, new, t in kept:
-        if accept is not None and not accept(new):
-            continue
         out.append(
             Suggestion(
                 tuple(c.name for c in combo),

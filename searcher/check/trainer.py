@@ -307,6 +307,8 @@ def read_trainer(
         else:
             r.unmapped(doc, "deepspeed", f"cannot read {d['deepspeed']}: pass it beside the config")
     ds_prec = None
+    if ds_doc is not None and isinstance(d.get("deepspeed"), str):
+        r.read(doc, "deepspeed", "zero", "the DeepSpeed JSON")
     if ds_doc is not None:
         ds_prec = read_deepspeed(r, ds_doc, half)
         r.fields.setdefault("offload", "none")

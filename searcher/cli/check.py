@@ -151,12 +151,21 @@ def cmd_check(args: argparse.Namespace) -> int:
             if new not in cache:
                 got = _verified_edits(reading, cfg, new, overrides, args.gpus)
                 if got is not None and got[1] != new:  # the file means a slightly other config
-                    _needed, fits, _tps, _usable = evaluate(spec, [got[1]], gpu, headroom)
-                    got = got if fits[0] else None
+                    need, fits, _tps, room = evaluate(spec, [got[1]], gpu, headroom)
+                    got = got if fits[0] and need[0] + reserve <= room else None
                 cache[new] = got
             return cache[new] is not None
 
-        for s in suggest(spec, cfg, gpu, headroom, accept=accept, limit=args.top):
+        reserve = 0
+        if oom is not None and oom.in_use > e.verdict.needed:
+            # the run held more than fitplan predicts for its peak: keep the difference free
+            reserve = oom.in_use - e.verdict.needed
+            reading.notes.append(
+                f"the failed run held {oom.in_use / 2**30:.2f} GiB, more than the predicted peak of "
+                f"{e.verdict.needed / 2**30:.2f} GiB: the suggestions keep the "
+                f"{reserve / 2**30:.2f} GiB difference free"
+            )
+        for s in suggest(spec, cfg, gpu, headroom, accept=accept, limit=args.top, reserve=reserve):
             edits, back = cache[s.config]
             if back != s.config:
                 needed, _fits, tps, usable = evaluate(spec, [back], gpu, headroom)

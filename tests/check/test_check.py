@@ -16,7 +16,7 @@ import pytest
 from constraints.config import TrainConfig
 from searcher.check.load import read_configs, train_config
 from searcher.check.oom import parse_oom
-from searcher.cli.main import main
+from searcher.cli import main
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "check"
 GiB = 2**30
@@ -366,3 +366,20 @@ def test_suggested_edits_to_emitted_files_apply_and_fit(tmp_path, capsys, monkey
     subprocess.run(["patch", "-p0", "-s"], input=s["diff"], text=True, cwd=tmp_path, check=True)
     again, second = run_json(capsys, "run", "--gpu", "16GiB")
     assert again == 0 and second["config"] == s["config"]
+
+
+def test_an_oom_fitplan_under_predicts_keeps_the_difference_free(capsys):
+    """The QLoRA example fits by the model (≈ 8.9 GiB); an OOM at 23 GiB says the run needs more:
+    every suggestion then fits with that difference kept free."""
+    msg = (
+        "CUDA out of memory. Tried to allocate 3.00 GiB. GPU 0 has a total capacity of 23.64 GiB of "
+        "which 0.50 GiB is free. Of the allocated memory 19.00 GiB is allocated by PyTorch, and 1.00 "
+        "GiB is reserved by PyTorch but unallocated."
+    )
+    code, out = run_json(
+        capsys, str(DATA / "axolotl-qlora-1b.yml"), "--model", "llama-3.2-1b", "--oom", msg
+    )
+    reserve = round(19.0 * GiB) + round(1.0 * GiB) + 3 * GiB - out["explain"]["needed_bytes"]
+    assert reserve > 0 and out["suggestions"]
+    for s in out["suggestions"]:
+        assert s["needed_bytes"] + reserve <= s["usable_bytes"]

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from constraints.models import catalog_entry
-from searcher.cli.main import main
+from searcher.cli import main
 
 SHA = "0123456789abcdef0123456789abcdef01234567"
 

@@ -9,7 +9,7 @@ import pytest
 
 from constraints.gpus import resolve_gpu
 from constraints.models import resolve_model
-from searcher.cli.main import main
+from searcher.cli import main
 from searcher.search.inverse import best_member, max_micro_batch, max_seq_len, min_gpus
 from searcher.search.space import SearchProblem
 
