@@ -205,11 +205,11 @@ def _block_end(lines: list[str], at: int, indent: int) -> int:
 def set_key(doc: Document, dotted: str, value: Any, text: str | None = None) -> str:
     """``text`` (default: the document's) with ``dotted`` set to ``value`` (or removed)."""
     if doc.kind == "python":
-        from searcher.check.script import set_constant
+        from searcher.check.text_edits import set_constant
 
         return set_constant(doc.text if text is None else text, dotted, value)
     if doc.kind == "shell":
-        from searcher.check.torchtune_sh import set_override
+        from searcher.check.text_edits import set_override
 
         return set_override(doc.text if text is None else text, dotted, value)
     lines = (doc.text if text is None else text).splitlines(keepends=True)

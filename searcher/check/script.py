@@ -5,12 +5,12 @@ block of module-level constants (``MICRO_BATCH = 4  # micro_batch -> …``), rea
 from __future__ import annotations
 
 import ast
-import re
 from typing import Any
 
 from searcher.check.common import ATTN_IMPL, TRAINER_OPTIMIZERS, ds_precision, read_deepspeed
 from searcher.check.doc import Document
 from searcher.check.reading import Edit, Reading
+from searcher.check.text_edits import set_constant as set_constant
 
 #: the constants that carry the plan, and the knob each one is
 CONSTANTS = {
@@ -145,14 +145,6 @@ def read_script(doc: Document, load_ds: Any, extra: list[Document] | None = None
             r.ignore(doc, key, "not memory-relevant (learning rate, betas, launch command)")
     r.writer = write_script
     return r
-
-
-def set_constant(text: str, name: str, value: Any) -> str:
-    """``NAME = value  # comment`` with the value replaced (the comment kept)."""
-    pat = re.compile(rf"^({re.escape(name)} = )(.*?)(\s+#.*)?$", re.M)
-    if not pat.search(text):
-        return text
-    return pat.sub(lambda m: m.group(1) + repr(value) + (m.group(3) or ""), text, count=1)
 
 
 def write_script(r: Reading, old: Any, new: Any) -> list[Edit] | None:

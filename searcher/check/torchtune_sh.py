@@ -10,6 +10,7 @@ from typing import Any
 
 from searcher.check.doc import Document
 from searcher.check.reading import Reading
+from searcher.check.text_edits import set_override as set_override
 
 
 def is_tune_run(doc: Document) -> bool:
@@ -67,22 +68,3 @@ def read_tune_run(doc: Document) -> Reading:
     if base:
         r.notes.append(f"base config {base}: only the key=value overrides are read")
     return r
-
-
-def set_override(text: str, key: str, value: Any) -> str:
-    """The command with ``key=value`` set (a new override goes before ``"$@"`` or at the end)."""
-    if isinstance(value, bool):
-        v = "True" if value else "False"
-    elif isinstance(value, list):
-        v = "[" + ",".join(str(x) for x in value) + "]"
-    else:
-        v = str(value)
-    token = f"{key}={v}"
-    if "[" in v or " " in v:
-        token = f"'{token}'"
-    pat = re.compile(rf"(?<![\w.])'?{re.escape(key)}=[^\s']*'?")
-    if pat.search(text):
-        return pat.sub(lambda _m: token, text, count=1)
-    if '"$@"' in text:
-        return text.replace('"$@"', f'{token} \\\n  "$@"', 1)
-    return text.rstrip("\n") + f" {token}\n"
