@@ -92,7 +92,7 @@ def _verified_edits(reading, cfg, new, overrides, gpus):
 
 
 def cmd_check(args: argparse.Namespace) -> int:
-    from constraints.breakdown import explain
+    from searcher.search.levers import advise as explain
     from searcher.check.load import read_configs, train_config
     from searcher.check.oom import diagnosis, parse_oom
     from searcher.check.suggest import KIND_NAMES, suggest
