@@ -92,12 +92,12 @@ def _verified_edits(reading, cfg, new, overrides, gpus):
 
 
 def cmd_check(args: argparse.Namespace) -> int:
-    from searcher.search.levers import advise as explain
     from searcher.check.load import read_configs, train_config
     from searcher.check.oom import diagnosis, parse_oom
     from searcher.check.suggest import KIND_NAMES, suggest
     from searcher.hub import resolve_any_model
     from searcher.inputs import headroom_from_args
+    from searcher.search.levers import advise as explain
 
     if args.top < 1:
         raise FitplanError(f"--top must be at least 1, got {args.top}")
