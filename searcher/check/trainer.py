@@ -27,6 +27,8 @@ from searcher.check.common import (
 from searcher.check.doc import Document, get
 from searcher.check.reading import Reading
 
+#: transformers TrainingArguments.per_device_train_batch_size default
+TRAINER_DEFAULT_MICRO_BATCH = 8
 UNMAPPED_KEYS: dict[str, str] = {
     "activation_offloading": "activation offloading to CPU is not modelled",
     "enable_activation_offloading": "activation offloading to CPU is not modelled",
@@ -81,6 +83,16 @@ def read_trainer(
             r.fields["micro_batch"] = d[key]
             r.read(doc, key, "micro_batch")
             break
+    else:
+        trainer_args = (
+            fmt in ("hf-trainer", "llamafactory") and not _is_ds(d) and "peft_type" not in d
+        )
+        if trainer_args:
+            # TrainingArguments.per_device_train_batch_size defaults to 8 (transformers 4 and 5)
+            r.fields["micro_batch"] = TRAINER_DEFAULT_MICRO_BATCH
+            r.notes.append(
+                f"no per_device_train_batch_size: the Trainer's default, {TRAINER_DEFAULT_MICRO_BATCH}"
+            )
     if isinstance(d.get("gradient_accumulation_steps"), int):
         r.fields["grad_accum"] = d["gradient_accumulation_steps"]
         r.read(doc, "gradient_accumulation_steps", "grad_accum")
@@ -288,13 +300,16 @@ def read_trainer(
         weights = half or "fp32"  # both load the model in the dtype they train
     else:
         td = d.get("torch_dtype", d.get("dtype"))
-        weights = (
-            DTYPES.get(str(td).replace("torch.", ""), "fp32")
-            if td not in (None, "auto")
-            else "fp32"
-        )
-        if td == "auto":
+        weights = DTYPES.get(str(td).replace("torch.", ""), "fp32")
+        if td in (None, "auto"):
+            # transformers 5's from_pretrained defaults to dtype="auto": the checkpoint's dtype
+            # (16-bit for the catalog's models); transformers 4 loaded fp32 by default
             weights = half or "fp32"
+            if td is None and half:
+                r.notes.append(
+                    "no torch_dtype: transformers ≥ 5 loads the checkpoint's 16-bit dtype; with "
+                    "transformers 4 (fp32 by default) add torch_dtype: float32 to model that"
+                )
         for key in ("torch_dtype", "dtype"):
             if key in d:
                 r.read(doc, key, "recipe", "the dtype the model is loaded in")

@@ -384,3 +384,25 @@ def test_an_oom_fitplan_under_predicts_keeps_the_difference_free(capsys):
     assert reserve > 0 and out["suggestions"]
     for s in out["suggestions"]:
         assert s["needed_bytes"] + reserve <= s["usable_bytes"]
+
+
+def test_trainer_defaults_fill_what_the_file_leaves_out(tmp_path, capsys):
+    """TRL's own example config (huggingface/trl examples/cli_configs/example_config.yaml) names
+    only the model, data and schedule: the Trainer's defaults fill the rest."""
+    cfg = tmp_path / "example_config.yaml"
+    cfg.write_text(
+        "model_name_or_path:\n  Qwen/Qwen2.5-0.5B\ndataset_name:\n  stanfordnlp/imdb\nreport_to:\n  none\n"
+        "learning_rate:\n  0.0001\nlr_scheduler_type:\n  cosine\n"
+    )
+    _code, out = run_json(capsys, str(cfg), "--gpu", "rtx-4090", "--seq-len", "1024")
+    c = out["config"]
+    assert out["format"] == "hf-trainer" and out["model"]["id"] == "qwen2.5-0.5b"
+    # TrainingArguments: per_device_train_batch_size=8, gradient_accumulation_steps=1, no
+    # checkpointing, AdamW; no bf16 flag: fp32
+    assert (c["micro_batch"], c["grad_accum"], c["checkpointing"], c["optimizer"]) == (
+        8,
+        1,
+        "none",
+        "adamw",
+    )
+    assert c["recipe"] == "fp32"
