@@ -18,6 +18,8 @@ examples:
   fitplan explain --params 7e9 --recipe bf16-pure --gpu 16GB
   fitplan search --model llama-3.1-8b --gpu a100-80gb --gpus 8 --target-batch 64 --seq-len 4096
   fitplan fits --gpu rtx-4090
+  fitplan check axolotl.yaml --gpu rtx-4090      # will my config fit? (or: --oom "CUDA out of memory…")
+  fitplan max seq-len --model llama-3.1-8b --gpu rtx-4090 --method lora
   fitplan scenario run scenarios/*.yaml
   fitplan fleet scenarios/fleet-example.yaml   # place jobs on GPU pools
   fitplan models            # the model catalog
