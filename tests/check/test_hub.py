@@ -68,3 +68,20 @@ def test_offline_and_not_cached_is_one_line(hf_cache, capsys):
     assert code == 2
     assert err.count("\n") == 1
     assert "not in the HF cache" in err and "path/to/config.json" in err
+
+
+def test_search_json_names_the_commit(hf_cache, capsys):
+    code = main(
+        [
+            "search",
+            "--model",
+            "NousResearch/Llama-3.2-1B",
+            "--gpu",
+            "rtx-4090",
+            "--method",
+            "lora",
+            "--json",
+        ]
+    )
+    out = json.loads(capsys.readouterr().out)
+    assert code == 0 and SHA in out["model_source"]
