@@ -17,6 +17,28 @@ QUESTIONS = ("seq-len", "micro-batch", "gpus", "cheapest-gpu")
 DEFAULT_GPU_BOUND = 8
 
 
+def register(
+    sub: argparse._SubParsersAction, model_args, gpu_args, search_args, config_args
+) -> None:
+    """``fitplan max``, with the model, hardware, search and pin options of ``search``."""
+    p = sub.add_parser(
+        "max",
+        help="inverse questions: longest sequence, largest micro-batch, fewest GPUs, cheapest GPU",
+        description="Bisection over exact exhaustive searches: the longest --seq-len, the largest "
+        "micro-batch, the fewest GPUs (up to --gpus, default 8) for which some configuration fits, "
+        "or every priced catalog GPU that fits, cheapest per token first.",
+    )
+    p.add_argument("question", choices=list(QUESTIONS))
+    model_args(p)
+    gpu_args(p)
+    search_args(p)
+    config_args(p, search=True)
+    p.add_argument(
+        "--max-seq-len", type=int, help="seq-len: the longest to probe (default: the context)"
+    )
+    p.set_defaults(handler="searcher.cli.inverse:cmd_max")
+
+
 def _problem(args: argparse.Namespace):
     from searcher.inputs import search_problem
 
@@ -145,12 +167,8 @@ def member_line(m) -> str:
     )
 
 
-def cmd_fits_or_cheapest(args: argparse.Namespace) -> int:
-    """``fits`` as before; with ``--cheapest-for MODEL``: the cheapest catalog GPU for that job."""
-    if not getattr(args, "cheapest_for", None):
-        from searcher.cli.commands import cmd_fits
-
-        return cmd_fits(args)
+def cmd_cheapest_for(args: argparse.Namespace) -> int:
+    """``fits --cheapest-for MODEL``: the cheapest catalog GPU for that job."""
     ns = argparse.Namespace(
         model=args.cheapest_for,
         params=None,

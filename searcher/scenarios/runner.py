@@ -144,6 +144,12 @@ def _inverse_metrics(case: Case) -> dict[str, Any]:
     return inverse_metrics(case)
 
 
+def _serve_metrics(case: Case) -> dict[str, Any]:
+    from searcher.scenarios.serve import serve_metrics
+
+    return serve_metrics(case)
+
+
 KINDS: dict[str, Callable[[Case], dict[str, Any]]] = {
     "explain": _explain_metrics,
     "saved_tensor": _saved_tensor_metrics,
@@ -151,6 +157,7 @@ KINDS: dict[str, Callable[[Case], dict[str, Any]]] = {
     "search": _search_metrics,
     "fits": _fits_metrics,
     "inverse": _inverse_metrics,
+    "serve": _serve_metrics,
 }
 
 
