@@ -7,7 +7,7 @@ from typing import Any
 
 from constraints.errors import FitplanError
 from constraints.gpus import GpuSpec, resolve_gpu
-from constraints.models import ModelSpec, raw_model, resolve_model
+from constraints.models import ModelSpec, raw_model
 
 NO_MODEL_HINT = (
     "give --model NAME (see `fitplan models`), --model path/to/config.json, or raw numbers such as "
@@ -99,7 +99,9 @@ def model_from_args(args: argparse.Namespace) -> ModelSpec:
             raise FitplanError(
                 f"{', '.join(extra)} only apply to raw numbers (--params), not to --model"
             )
-        return resolve_model(args.model, family=getattr(args, "family", None))
+        from searcher.hub import resolve_any_model
+
+        return resolve_any_model(args.model, family=getattr(args, "family", None))
     if getattr(args, "family", None) is not None:
         raise FitplanError(
             "--family applies to a config.json given with --model, not to raw numbers"

@@ -114,7 +114,17 @@ LAYERS: dict[str, tuple[str, ...]] = {
     "searcher.terminal": ("searcher.terminal",),
     "searcher.files": ("searcher.files",),
     "searcher.validate": ("searcher.validate",),
-    "searcher.inputs": ("searcher.inputs", "searcher.search", "searcher.validate"),
+    "searcher.hub": ("searcher.hub",),
+    "searcher.inputs": ("searcher.inputs", "searcher.search", "searcher.validate", "searcher.hub"),
+    "searcher.check": (
+        "searcher.check",
+        "searcher.emitters",
+        "searcher.search",
+        "searcher.inputs",
+        "searcher.hub",
+        "searcher.validate",
+        "searcher.files",
+    ),
     "searcher.truth": (
         "searcher.truth",
         "searcher.validate",

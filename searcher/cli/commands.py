@@ -214,10 +214,15 @@ def cmd_search(args: argparse.Namespace) -> int:
 
 
 def cmd_fits(args: argparse.Namespace) -> int:
-    from constraints.models import catalog_ids, resolve_model
+    if getattr(args, "cheapest_for", None):
+        from searcher.cli.inverse import cmd_cheapest_for
+
+        return cmd_cheapest_for(args)
+    from constraints.models import catalog_ids
     from constraints.units import parse_size
     from searcher.cli.fits import fits_table
     from searcher.cli.render import print_fits
+    from searcher.hub import resolve_any_model as resolve_model
     from searcher.inputs import check_fits_args, gpu_from_args, headroom_from_args
     from searcher.terminal import progress_reporter
 

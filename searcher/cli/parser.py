@@ -10,7 +10,9 @@ from typing import NoReturn
 
 from constraints import limits as L
 from searcher.cli.args import FAMILY_HELP, config_args, gpu_args, model_args, search_args
+from searcher.cli.check import register as register_check
 from searcher.cli.fleet import register as register_fleet
+from searcher.cli.inverse import register as register_max
 from searcher.cli.launch import add_emit_args
 from searcher.cli.launch import register as register_launch
 from searcher.cli.serve import register as register_serve
@@ -22,6 +24,8 @@ examples:
   fitplan explain --params 7e9 --recipe bf16-pure --gpu 16GB
   fitplan search --model llama-3.1-8b --gpu a100-80gb --gpus 8 --target-batch 64 --seq-len 4096
   fitplan fits --gpu rtx-4090
+  fitplan check axolotl.yaml --gpu rtx-4090      # will my config fit? (or: --oom "CUDA out of memory…")
+  fitplan max seq-len --model llama-3.1-8b --gpu rtx-4090 --method lora
   fitplan scenario run scenarios/*.yaml
   fitplan fleet scenarios/fleet-example.yaml   # place jobs on GPU pools
   fitplan serve --model llama-3.1-8b --gpu h100-sxm --context 8192  # serving: concurrency, speed
@@ -160,8 +164,15 @@ def build_parser() -> argparse.ArgumentParser:
         type=size(L.CPU_RAM, "--cpu-ram"),
         help="CPU RAM per node for offload, e.g. 64GiB (default 256GiB)",
     )
+    p.add_argument(
+        "--cheapest-for",
+        metavar="MODEL",
+        help="instead: the cheapest catalog GPU that fits this model's job (see fitplan max)",
+    )
     p.add_argument("--json", action="store_true")
     p.set_defaults(handler="searcher.cli.commands:cmd_fits")
+
+    register_max(sub, model_args, gpu_args, search_args, config_args)
 
     p = sub.add_parser(
         "scenario", help="run the worked examples in scenarios/*.yaml and check them"
@@ -174,6 +185,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     register_launch(sub)
     register_fleet(sub)
+    register_check(sub)
     register_serve(sub)
 
     p = sub.add_parser("models", help="list the model catalog")

@@ -7,6 +7,9 @@ import json
 import sys
 from typing import Any
 
+from constraints import limits as L
+from searcher.validate import integer, number
+
 SERVE_EXAMPLES = """\
 examples:
   fitplan serve --model llama-3.1-8b --gpu h100-sxm --context 8192          # max concurrency
@@ -34,10 +37,14 @@ def register(subparsers: Any) -> None:
     )
     p.add_argument("--model", required=True, metavar="NAME|PATH", help="catalog id or config.json")
     p.add_argument("--gpu", default="a100-80gb", help="catalog id or a size (default %(default)s)")
-    p.add_argument("--context", type=int, help="tokens per request (prompt + output)")
-    p.add_argument("--concurrency", type=int, help="requests served at once")
     p.add_argument(
-        "--tp", type=int, help="tensor-parallel degree (default 1, or the least that fits)"
+        "--context", type=integer(L.SEQ_LEN), help="tokens per request (prompt + output)"
+    )
+    p.add_argument("--concurrency", type=integer(L.MICRO_BATCH), help="requests served at once")
+    p.add_argument(
+        "--tp",
+        type=integer(L.PARALLEL_DEGREE),
+        help="tensor-parallel degree (default 1, or the least that fits)",
     )
     p.add_argument(
         "--weights",
@@ -50,15 +57,21 @@ def register(subparsers: Any) -> None:
         default="auto",
         help="auto (the model's 16-bit), bf16, fp16, fp8, fp8_e4m3, fp8_e5m2, fp32",
     )
-    p.add_argument("--block-size", type=int, help="KV block, tokens (default 16, as vLLM)")
+    p.add_argument(
+        "--block-size", type=integer(L.KV_BLOCK), help="KV block, tokens (default 16, as vLLM)"
+    )
     p.add_argument(
         "--gpu-memory-utilization",
-        type=float,
+        type=number(L.GPU_MEMORY_UTILIZATION),
         default=0.9,
         help="fraction of the GPU the engine may use (vLLM semantics, default 0.9)",
     )
-    p.add_argument("--max-num-batched-tokens", type=int, help="largest prefill chunk")
-    p.add_argument("--max-num-seqs", type=int, help="most requests scheduled at once")
+    p.add_argument(
+        "--max-num-batched-tokens", type=integer(L.SEQ_LEN), help="largest prefill chunk"
+    )
+    p.add_argument(
+        "--max-num-seqs", type=integer(L.MICRO_BATCH), help="most requests scheduled at once"
+    )
     p.add_argument("--enforce-eager", action="store_true", help="no CUDA graphs")
     p.add_argument(
         "--allow-long-context", action="store_true", help="allow --context beyond the model's"

@@ -139,6 +139,12 @@ def _fits_metrics(case: Case) -> dict[str, Any]:
     return fits_metrics(case)
 
 
+def _inverse_metrics(case: Case) -> dict[str, Any]:
+    from searcher.scenarios.inverse import inverse_metrics
+
+    return inverse_metrics(case)
+
+
 def _serve_metrics(case: Case) -> dict[str, Any]:
     from searcher.scenarios.serve import serve_metrics
 
@@ -151,6 +157,7 @@ KINDS: dict[str, Callable[[Case], dict[str, Any]]] = {
     "inference": _inference_metrics,
     "search": _search_metrics,
     "fits": _fits_metrics,
+    "inverse": _inverse_metrics,
     "serve": _serve_metrics,
 }
 

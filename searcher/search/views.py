@@ -92,6 +92,8 @@ def member_json(
 def result_json(r: SearchResult, tokens: float | None = None) -> dict[str, Any]:
     return {
         "model": r.problem.model.id,
+        # where the model came from: a Hub id's resolved commit, a catalog source, a file
+        "model_source": r.problem.model.source or r.problem.model.name,
         "gpu": r.problem.gpu.id,
         "target_batch": r.problem.target_batch,
         "seq_len": r.problem.seq_len,
