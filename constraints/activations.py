@@ -282,6 +282,18 @@ def _block_of(spec: ModelSpec, key: str, block: str) -> bool:
 # --------------------------------------------------------------------------------------------
 
 
+def sequence_parallel(batch: ConfigBatch) -> np.ndarray:
+    """Rows that run tensor parallel with sequence parallel: Megatron (--sequence-parallel,
+    megatron/core/tensor_parallel/layers.py) and torchtitan-style FSDP2 2-D plans (SequenceParallel
+    on the norms, torchtitan/models/llama3/infra/parallelize.py)."""
+    from constraints.backends import BACKEND_CODE
+
+    sp_backend = (batch.backend == BACKEND_CODE["megatron"]) | (
+        batch.backend == BACKEND_CODE["fsdp2"]
+    )
+    return (batch.tp > 1) & sp_backend
+
+
 def activation_arrays(spec: ModelSpec, batch: ConfigBatch) -> dict[str, np.ndarray]:
     """Saved activations, the recomputed layer and the LoRA extras, bytes per micro-batch per GPU."""
     n = len(batch)
@@ -305,6 +317,7 @@ def activation_arrays(spec: ModelSpec, batch: ConfigBatch) -> dict[str, np.ndarr
     full_ckpt = batch.checkpointing == CODE["checkpointing"]["full"]
     copies = batch.is_lora & (batch.lora_dropout | (batch.adapter_bytes != b_c))
     lora_extra = np.zeros(n)
+    sp = sequence_parallel(batch)
     # one coefficient set per distinct (trainability, attention, checkpointing, copies, tp)
     key = batch.is_lora.astype(np.int64)
     for column, size in (
@@ -342,7 +355,8 @@ def activation_arrays(spec: ModelSpec, batch: ConfigBatch) -> dict[str, np.ndarr
             kb_sel = kb[sel]
             split = coef.tp_per_token[kind] + s[sel] * coef.tp_s2[kind]
             whole = coef.per_token[kind] + s[sel] * coef.s2[kind]
-            per_tok += kb_sel * (whole - split * (1 - 1 / tp_deg))
+            # sequence parallel also splits what TP replicates (norms, residual, dropout)
+            per_tok += kb_sel * np.where(sp[sel], whole / tp_deg, whole - split * (1 - 1 / tp_deg))
             per_layer += kb_sel * (coef.layer_per_token[kind] + s[sel] * coef.layer_s2[kind])
         saved[sel] = tokens[sel] * per_tok
         layer[sel] = tokens[sel] * per_layer / tp_deg
@@ -358,6 +372,8 @@ def activation_arrays(spec: ModelSpec, batch: ConfigBatch) -> dict[str, np.ndarr
         n * checkpointed_layer_elements(spec, block, tokens, s) for block, n in blocks.items()
     )
     ckpt_saved = kept * b_r + lora_extra / layers
+    # sequence parallel: each rank keeps its 1/tp slice of the checkpointed layer inputs
+    ckpt_saved = np.where(sp, ckpt_saved / batch.tp, ckpt_saved)
     saved = np.where(full_ckpt, ckpt_saved, saved)
     recompute = np.where(full_ckpt, layer + lora_extra / layers, 0.0)
     # pipeline: the first stage holds its layers' activations for min(pp, accumulation)

@@ -332,9 +332,9 @@ def throughput_arrays(
     )
     # paged optimizer states live in unified memory: what the card has no room for is paged out
     # to the host and back over PCIe at every step
+    # (the paged states are inside mem["total"]: what exceeds the card is what pages)
     paged = mem["paged_optimizer"]
-    room = np.maximum(gpu.memory_bytes - mem["total"], 0.0)
-    t_paging = 2.0 * np.maximum(paged - room, 0.0) / pcie
+    t_paging = 2.0 * np.minimum(paged, np.maximum(mem["total"] - gpu.memory_bytes, 0.0)) / pcie
     # stepped inside backward, the page migrations overlap the backward compute
     t_paging = np.where(
         batch.opt_in_bwd, np.maximum(t_paging - (t_bwd + t_attn_bwd), 0.0), t_paging

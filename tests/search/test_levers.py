@@ -38,7 +38,8 @@ def test_flags_follow_the_change_in_order():
 
 
 BASES = [
-    dict(method="full", optimizer="adamw-8bit", zero=3, dp=4, tp=2, micro_batch=4),
+    # FSDP2 2-D (torchtune / torchtitan): full fine-tune, bf16 model, torch AdamW
+    dict(method="full", recipe="bf16-torch", zero=3, dp=4, tp=2, micro_batch=4),
     dict(method="full", recipe="amp", attention="eager", micro_batch=2),
     dict(method="qlora", quant="nf4", micro_batch=8, seq_len=4096),
 ]
