@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 
 from constraints.backends import BACKEND_CODE, BACKEND_NAMES, table
-from constraints.config import METHODS, OFFLOADS, OPTIMIZER_NAMES, RECIPE_NAMES, ConfigBatch
+from constraints.config import LOSSES, METHODS, OFFLOADS, OPTIMIZER_NAMES, RECIPE_NAMES, ConfigBatch
 
 
 def _codes(names: tuple[str, ...], allowed: Any) -> np.ndarray:
@@ -41,6 +41,8 @@ def runnable_mask(batch: ConfigBatch) -> np.ndarray:
         for rec, stages in b.get("recipes_need_zero", {}).items():
             good &= (batch.recipe != RECIPE_NAMES.index(rec)) | np.isin(batch.zero, stages)
         good &= _codes(OPTIMIZER_NAMES, b["optimizers"])[batch.optimizer]
+        if "losses" in b:
+            good &= _codes(LOSSES, b["losses"])[batch.loss]
         if not b["optimizer_in_backward"]:
             good &= ~batch.opt_in_bwd
         ok |= sel & good

@@ -77,6 +77,7 @@ def why_not(
     method: str,
     optimizer: str,
     optimizer_in_backward: bool,
+    loss: str = "standard",
 ) -> str | None:
     """Why ``name`` does not run this combination (None when it does)."""
     b = backend(name)
@@ -107,6 +108,8 @@ def why_not(
         return f"{name} runs recipe {recipe} only at ZeRO {b['recipes_need_zero'][recipe]}"
     if not allowed("optimizers", optimizer):
         return f"{name} does not run the {optimizer} optimizer"
+    if loss not in b.get("losses", [loss]):
+        return f"{name} has no {loss} cross-entropy (losses {b['losses']})"
     if optimizer_in_backward and not b["optimizer_in_backward"]:
         return f"{name} has no optimizer step fused into backward"
     return None

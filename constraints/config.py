@@ -171,6 +171,7 @@ class TrainConfig(BaseModel):
             method=self.method,
             optimizer=self.optimizer.lower(),
             optimizer_in_backward=self.optimizer_in_backward,
+            loss=self.loss,
         )
 
     @property
