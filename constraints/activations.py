@@ -282,6 +282,22 @@ def _block_of(spec: ModelSpec, key: str, block: str) -> bool:
 # --------------------------------------------------------------------------------------------
 
 
+@cache
+def op_sac_elements(spec: ModelSpec) -> float:
+    """Elements per token per layer that torchtitan's per-op selective checkpointing keeps in the
+    compute dtype, besides the layer input (torchtitan/distributed/activation_checkpoint.py
+    ``_save_list`` policy): the output of every other matmul of the layer in forward order (the
+    1st, 3rd, … ``aten.mm``; the others are recomputed) and the attention output (flash / SDPA
+    attention is in the save list). Norms, RoPE and the MLP's elementwise products are recomputed.
+    0 for models with experts (not modelled: treated as full checkpointing)."""
+    inv = inventory(spec)
+    if spec.num_experts or spec.arch != "decoder":
+        return 0.0
+    mms = [g for g in inv.groups if g.is_linear and g.block and g.role != "router"]
+    kept = sum(float(g.d_out) * g.per_block for i, g in enumerate(mms) if i % 2 == 0)
+    return kept + float(spec.hidden)
+
+
 def sequence_parallel(batch: ConfigBatch) -> np.ndarray:
     """Rows that run tensor parallel with sequence parallel: Megatron (--sequence-parallel,
     megatron/core/tensor_parallel/layers.py) and torchtitan-style FSDP2 2-D plans (SequenceParallel
@@ -376,6 +392,20 @@ def activation_arrays(spec: ModelSpec, batch: ConfigBatch) -> dict[str, np.ndarr
     ckpt_saved = np.where(sp, ckpt_saved / batch.tp, ckpt_saved)
     saved = np.where(full_ckpt, ckpt_saved, saved)
     recompute = np.where(full_ckpt, layer + lora_extra / layers, 0.0)
+    # selective with flash / SDPA attention under FSDP2 is torchtitan's per-op policy; elsewhere
+    # "selective" is Korthikanti's (drops the s² scores, which flash attention never saves)
+    from constraints.backends import BACKEND_CODE
+
+    op_sac = (
+        selective
+        & ~eager
+        & ~batch.is_lora
+        & (batch.backend == BACKEND_CODE["fsdp2"])
+        & (op_sac_elements(spec) > 0)
+    )
+    op_kept = ckpt_saved + tokens * layers * op_sac_elements(spec) * b_c / np.where(sp, batch.tp, 1)
+    saved = np.where(op_sac, np.minimum(op_kept, saved), saved)
+    recompute = np.where(op_sac, layer, recompute)
     # pipeline: the first stage holds its layers' activations for min(pp, accumulation)
     # micro-batches in flight (1F1B); other terms scale with layers per stage
     pp = batch.pp.astype(np.float64)

@@ -54,6 +54,7 @@ def apply_backend(
     frac: np.ndarray,
     facts_largest_layer: int,
     facts_layers: int,
+    facts_non_layer: int,
     weights: Arrays,
     grads: Arrays,
     opt: Arrays,
@@ -106,6 +107,28 @@ def apply_backend(
     # phases of constraints/memory.py add ``backward_buckets`` at "backward" and "end of backward"
     rs = unit_train * (batch.grad_bytes + reduce_bytes * (1.0 + 1.0 / dp))
     grads["backward_buckets"] = np.where(fsdp & multi, rs, 0.0)
+    # fp32 sharded parameters under a bf16 MixedPrecisionPolicy (torchtitan): the "master" is the
+    # parameter itself and its gradient arrives in fp32 (reduce dtype): no upcast at the step
+    opt["optimizer_step_transient"] = np.where(
+        fsdp & has_master, 0.0, opt["optimizer_step_transient"]
+    )
+    # fp32 parameters with bf16 compute under FSDP2 are a MixedPrecisionPolicy(param_dtype=bf16)
+    # (torchtitan, accelerate fsdp_version 2): the all-gather casts each unit to bf16
+    # (_fsdp_param.py init_all_gather_outputs in param_dtype), so the gathered working set is
+    # bf16 and autocast finds bf16 weights (no fp32 -> bf16 weight cache)
+    mp = (
+        (be == BACKEND_CODE["fsdp2"])
+        & multi
+        & (batch.weight_bytes >= 4)
+        & (batch.compute_bytes < 4)
+    )
+    working_bf16 = (
+        (C.FSDP_LIVE_LAYERS * float(facts_largest_layer) + float(facts_non_layer))
+        * batch.compute_bytes
+        / tp
+    )
+    weights["gathered_weights"] = np.where(mp & (z == 3), working_bf16, weights["gathered_weights"])
+    weights["autocast_weight_copies"] = np.where(mp, 0.0, weights["autocast_weight_copies"])
     grads["grad_buckets"] = np.where(fsdp & multi, 0.0, grads["grad_buckets"])
 
     # ---- Megatron: megatron/core/distributed/param_and_grad_buffer.py keeps every gradient in

@@ -185,7 +185,16 @@ def memory_arrays(spec: ModelSpec, batch: ConfigBatch, gpu: GpuSpec) -> dict[str
     opt = optimizer_parts(spec, batch, p_train, frac)
     facts = model_facts(spec)
     apply_backend(
-        spec, batch, p_train, frac, facts.largest_layer, facts.layers, weights, grads, opt
+        spec,
+        batch,
+        p_train,
+        frac,
+        facts.largest_layer,
+        facts.layers,
+        facts.non_layer,
+        weights,
+        grads,
+        opt,
     )
     act = activation_arrays(spec, batch)
     logits = logits_bytes(spec, batch, ~batch.is_lora)
