@@ -193,6 +193,19 @@ def explain(
             "the card is oversubscribed; then each step pages the excess to CPU RAM and back over "
             "PCIe (2 x the excess / PCIe bandwidth per step)"
         )
+    if cfg.checkpointing == "selective" and cfg.attention != "eager":
+        if cfg.backend == "fsdp2" and cfg.method == "full":
+            notes.append(
+                "selective under FSDP2 is torchtitan's per-op policy: it keeps every other matmul "
+                "output and the attention output of each layer, and recomputes the rest"
+            )
+        else:
+            notes.append(
+                f"selective recomputation (Korthikanti et al.) drops the attention scores, which "
+                f"{cfg.attention} attention never saves: under {cfg.backend} it changes nothing; "
+                "per-op selective checkpointing is modelled for --backend fsdp2 (torchtitan), "
+                "full fine-tuning"
+            )
     if b.phase != "loss backward":
         notes.append(
             f"the peak is at the {b.phase}; gradients are freed between steps (zero_grad set_to_none)"

@@ -206,3 +206,19 @@ def test_reasons_name_the_rule() -> None:
         TrainConfig(backend="fsdp2", method="lora", zero=3, tp=2, dp=4).backend_problem()
     )
     assert TrainConfig(backend="fsdp2", zero=3, dp=8, recipe="bf16-torch").backend_problem() is None
+
+
+def test_selective_with_flash_changes_something_or_says_why() -> None:
+    spec = resolve_model("llama-3.1-8b")
+    base = dict(seq_len=8192, micro_batch=1, zero=3, dp=8, recipe="bf16-torch")
+    none, sel, full = breakdown_of(
+        spec,
+        [
+            TrainConfig(**base, backend="fsdp2", checkpointing=c)
+            for c in ("none", "selective", "full")
+        ],
+        A100,
+    )
+    assert full.total < sel.total < none.total
+    e = explain(spec, TrainConfig(**base, backend="deepspeed", checkpointing="selective"), A100)
+    assert any("changes nothing" in n for n in e.notes)
