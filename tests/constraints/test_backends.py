@@ -222,3 +222,26 @@ def test_selective_with_flash_changes_something_or_says_why() -> None:
     assert full.total < sel.total < none.total
     e = explain(spec, TrainConfig(**base, backend="deepspeed", checkpointing="selective"), A100)
     assert any("changes nothing" in n for n in e.notes)
+
+
+def _step(cfgs: list[TrainConfig], key: str) -> np.ndarray:
+    from constraints.throughput import throughput_arrays
+
+    spec = resolve_model("llama-3.1-8b")
+    return throughput_arrays(spec, ConfigBatch.from_configs(cfgs), resolve_gpu("h100-sxm"))[key]
+
+
+def test_zero2_reduce_scatters_every_micro_batch() -> None:
+    # DeepSpeed stage 2 reduces each micro-batch's gradients into its shard; stage 1 reduces once
+    base = dict(backend="deepspeed", dp=64, micro_batch=1, seq_len=512)
+    z1 = _step([TrainConfig(**base, zero=1, grad_accum=a) for a in (1, 16)], "dp_comm_s")
+    z2 = _step([TrainConfig(**base, zero=2, grad_accum=a) for a in (1, 16)], "dp_comm_s")
+    assert z1[1] <= z1[0] + 1e-12
+    assert z2[1] > z2[0]
+
+
+def test_cpu_adam_is_shared_by_the_ranks_of_a_node() -> None:
+    base = dict(backend="deepspeed", zero=2, offload="optimizer", micro_batch=1)
+    one, eight = _step([TrainConfig(**base, dp=1), TrainConfig(**base, dp=8)], "optimizer_s")
+    # each of 8 ranks steps 1/8 of the parameters at 1/8 of the node's rate: about the same time
+    assert eight == pytest.approx(one, rel=0.25)
