@@ -65,6 +65,8 @@ def flags_of(change: Change) -> str:
     """The command-line options that make ``change``, in the change's order."""
     out = []
     for field, value in change.items():
+        if field == "dp":  # follows from --gpus / (tp · pp)
+            continue
         if (field, value) in FLAG_SHORTCUTS:
             out.append(FLAG_SHORTCUTS[(field, value)])
         elif value is True:
@@ -140,7 +142,8 @@ LEVERS: list[tuple[str, str, Callable[[TrainConfig], Change | None]]] = [
     (
         "weights",
         "split the layers over GPUs (tensor parallel 2)",
-        lambda c: {"tp": c.tp * 2} if c.dp % 2 == 0 and c.dp > 1 else None,
+        # on the same GPUs: the data-parallel degree halves (--gpus stays, dp = gpus / tp·pp)
+        lambda c: {"tp": c.tp * 2, "dp": c.dp // 2} if c.dp % 2 == 0 and c.dp > 1 else None,
     ),
     (
         "weights",
