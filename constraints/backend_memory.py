@@ -55,6 +55,7 @@ def apply_backend(
     facts_largest_layer: int,
     facts_layers: int,
     facts_non_layer: int,
+    facts_head_params: int,
     weights: Arrays,
     grads: Arrays,
     opt: Arrays,
@@ -91,6 +92,22 @@ def apply_backend(
     )
     zero_ds = ds & (z >= 1) & multi & ~offload_opt
     grads["grad_buckets"] = np.where(zero_ds, ds_buckets, grads["grad_buckets"])
+
+    # ---- DeepSpeed ZeRO-3 working set: deepspeed/runtime/zero/partitioned_param_coordinator.py
+    # gathers the sub-module being run plus prefetch_bucket_size elements ahead, capped by
+    # max_live_parameters; the embedding and the head are gathered while used (the head at the
+    # loss), not held for the step like FSDP's root unit
+    buckets = deepspeed_buckets(spec.hidden)
+    live = np.minimum(
+        float(facts_largest_layer)
+        + buckets["stage3_prefetch_bucket_size"]
+        + float(facts_head_params),
+        float(buckets["stage3_max_live_parameters"]),
+    )
+    ds3 = ds & (z == 3) & multi & (batch.offload != CODE["offload"]["all"])
+    weights["gathered_weights"] = np.where(
+        ds3, live * batch.weight_bytes / tp * (1.0 - 1.0 / dp), weights["gathered_weights"]
+    )
 
     # ---- FSDP2 / FSDP1: one unit's reduce-scatter. torch/distributed/fsdp/_fully_shard/
     # _fsdp_collectives.py foreach_reduce: the unit's unsharded gradients are copied into one

@@ -192,6 +192,7 @@ def memory_arrays(spec: ModelSpec, batch: ConfigBatch, gpu: GpuSpec) -> dict[str
         facts.largest_layer,
         facts.layers,
         facts.non_layer,
+        max(facts.lm_head_params, facts.embedding),
         weights,
         grads,
         opt,

@@ -32,7 +32,7 @@ def config_brief(cfg: Any) -> str:
         parts.append(f"tp{cfg.tp}·pp{cfg.pp}·dp{cfg.dp}")
     backend = getattr(cfg, "backend", None)
     if backend:
-        parts.append(f"[{backend}]")
+        parts.append(f"backend={backend}")
     return " ".join(parts)
 
 
