@@ -282,6 +282,34 @@ def _block_of(spec: ModelSpec, key: str, block: str) -> bool:
 # --------------------------------------------------------------------------------------------
 
 
+@cache
+def op_sac_elements(spec: ModelSpec) -> float:
+    """Elements per token per layer that torchtitan's per-op selective checkpointing keeps in the
+    compute dtype, besides the layer input (torchtitan/distributed/activation_checkpoint.py
+    ``_save_list`` policy): the output of every other matmul of the layer in forward order (the
+    1st, 3rd, … ``aten.mm``; the others are recomputed) and the attention output (flash / SDPA
+    attention is in the save list). Norms, RoPE and the MLP's elementwise products are recomputed.
+    0 for models with experts (not modelled: treated as full checkpointing)."""
+    inv = inventory(spec)
+    if spec.num_experts or spec.arch != "decoder":
+        return 0.0
+    mms = [g for g in inv.groups if g.is_linear and g.block and g.role != "router"]
+    kept = sum(float(g.d_out) * g.per_block for i, g in enumerate(mms) if i % 2 == 0)
+    return kept + float(spec.hidden)
+
+
+def sequence_parallel(batch: ConfigBatch) -> np.ndarray:
+    """Rows that run tensor parallel with sequence parallel: Megatron (--sequence-parallel,
+    megatron/core/tensor_parallel/layers.py) and torchtitan-style FSDP2 2-D plans (SequenceParallel
+    on the norms, torchtitan/models/llama3/infra/parallelize.py)."""
+    from constraints.backends import BACKEND_CODE
+
+    sp_backend = (batch.backend == BACKEND_CODE["megatron"]) | (
+        batch.backend == BACKEND_CODE["fsdp2"]
+    )
+    return (batch.tp > 1) & sp_backend
+
+
 def activation_arrays(spec: ModelSpec, batch: ConfigBatch) -> dict[str, np.ndarray]:
     """Saved activations, the recomputed layer and the LoRA extras, bytes per micro-batch per GPU."""
     n = len(batch)
@@ -306,6 +334,7 @@ def activation_arrays(spec: ModelSpec, batch: ConfigBatch) -> dict[str, np.ndarr
     full_ckpt = batch.checkpointing == CODE["checkpointing"]["full"]
     copies = batch.is_lora & (batch.lora_dropout | (batch.adapter_bytes != b_c))
     lora_extra = np.zeros(n)
+    sp = sequence_parallel(batch)
     # one coefficient set per distinct (trainability, attention, checkpointing, copies, tp)
     key = batch.is_lora.astype(np.int64)
     for column, size in (
@@ -343,7 +372,8 @@ def activation_arrays(spec: ModelSpec, batch: ConfigBatch) -> dict[str, np.ndarr
             kb_sel = kb[sel]
             split = coef.tp_per_token[kind] + s[sel] * coef.tp_s2[kind]
             whole = coef.per_token[kind] + s[sel] * coef.s2[kind]
-            per_tok += kb_sel * (whole - split * (1 - 1 / tp_deg))
+            # sequence parallel also splits what TP replicates (norms, residual, dropout)
+            per_tok += kb_sel * np.where(sp[sel], whole / tp_deg, whole - split * (1 - 1 / tp_deg))
             per_layer += kb_sel * (coef.layer_per_token[kind] + s[sel] * coef.layer_s2[kind])
         saved[sel] = tokens[sel] * per_tok
         layer[sel] = tokens[sel] * per_layer / tp_deg
@@ -384,8 +414,24 @@ def activation_arrays(spec: ModelSpec, batch: ConfigBatch) -> dict[str, np.ndarr
         for block, n in blocks.items()
     )
     ckpt_saved = kept * b_r + lora_extra / layers
+    # sequence parallel: each rank keeps its 1/tp slice of the checkpointed layer inputs
+    ckpt_saved = np.where(sp, ckpt_saved / batch.tp, ckpt_saved)
     saved = np.where(full_ckpt, ckpt_saved, saved)
     recompute = np.where(full_ckpt, layer + lora_extra / layers, np.where(selective, core, 0.0))
+    # selective with flash / SDPA attention under FSDP2 is torchtitan's per-op policy; elsewhere
+    # "selective" is Korthikanti's (drops the s² scores, which flash attention never saves)
+    from constraints.backends import BACKEND_CODE
+
+    op_sac = (
+        selective
+        & ~eager
+        & ~batch.is_lora
+        & (batch.backend == BACKEND_CODE["fsdp2"])
+        & (op_sac_elements(spec) > 0)
+    )
+    op_kept = ckpt_saved + tokens * layers * op_sac_elements(spec) * b_c / np.where(sp, batch.tp, 1)
+    saved = np.where(op_sac, np.minimum(op_kept, saved), saved)
+    recompute = np.where(op_sac, layer, recompute)
     # pipeline: the first stage holds its layers' activations for min(pp, accumulation)
     # micro-batches in flight (1F1B); other terms scale with layers per stage
     pp = batch.pp.astype(np.float64)

@@ -29,7 +29,8 @@ NumberOrArray = TypeVar("NumberOrArray", int, float, np.ndarray)
 
 class MemoryBreakdown(BaseModel):
     """Bytes per GPU at the peak moment of a step. ``total`` = the five terms = what nvidia-smi
-    shows at the peak; ``total − overhead`` = peak allocated; ``total − cuda_context`` = peak
+    shows at the peak; ``total − overhead − paged`` = peak allocated (bitsandbytes' paged states
+    are cudaMallocManaged memory, outside the PyTorch allocator's counts); + slack = peak
     reserved."""
 
     model_config = ConfigDict(frozen=True)
@@ -58,12 +59,16 @@ class MemoryBreakdown(BaseModel):
         return self.parts["allocator_slack"]
 
     @property
+    def nccl_buffers(self) -> int:
+        return self.parts["nccl_buffers"]
+
+    @property
     def allocated(self) -> int:
-        return self.total - self.overhead
+        return self.total - self.overhead - self.paged_optimizer
 
     @property
     def reserved(self) -> int:
-        return self.total - self.cuda_context
+        return self.allocated + self.allocator_slack
 
     def term(self, name: str) -> int:
         return int(getattr(self, name))
@@ -131,17 +136,27 @@ def usable_bytes(gpu: GpuSpec, headroom: float = C.DEFAULT_HEADROOM) -> tuple[in
     return gpu.memory_bytes - C.CUDA_CONTEXT_BYTES - head, C.CUDA_CONTEXT_BYTES, head
 
 
-def needed_bytes(total: NumberOrArray) -> NumberOrArray:
+def needed_bytes(
+    total: NumberOrArray, paged: NumberOrArray | float = 0.0, usable: float | None = None
+) -> NumberOrArray:
     """What must fit in :func:`usable_bytes`: the peak (nvidia-smi's view, ``total``) less the
-    CUDA context that ``usable`` already sets aside = peak reserved + NCCL buffers."""
-    return total - C.CUDA_CONTEXT_BYTES
+    CUDA context that ``usable`` already sets aside = peak reserved + NCCL buffers + paged states.
+    Paged states (CUDA unified memory) stay on the GPU while there is room; beyond ``usable``
+    the driver pages them to CPU RAM (at a cost in time, constraints/throughput.py), so the
+    part of them over ``usable`` is not needed on the card."""
+    on_card = total - C.CUDA_CONTEXT_BYTES
+    if usable is None:
+        return on_card
+    spill = np.clip(np.asarray(on_card, dtype=float) - usable, 0.0, paged)
+    out = on_card - spill
+    return out if isinstance(out, np.ndarray) else type(total)(out)  # type: ignore[return-value]
 
 
 def verdict_of(
     b: MemoryBreakdown, gpu: GpuSpec, headroom: float, problems: tuple[str, ...] = ()
 ) -> Verdict:
     usable, ctx, head = usable_bytes(gpu, headroom)
-    needed = needed_bytes(b.total)
+    needed = needed_bytes(b.total, b.paged_optimizer, usable)
     return Verdict(
         capacity=gpu.memory_bytes,
         cuda_context=ctx,
@@ -159,7 +174,9 @@ def explain(
 ) -> Explanation:
     b = breakdown_of(spec, [cfg], gpu)[0]
     mask = int(hardware_mask(spec, ConfigBatch.from_configs([cfg]), gpu)[0])
-    problems = tuple(describe(mask, spec, gpu))
+    problems = tuple(describe(mask & ~256, spec, gpu))
+    if mask & 256:
+        problems += (f"{cfg.backend_problem()} (constraints/data/backends.json)",)
     verdict = verdict_of(b, gpu, headroom, problems)
     notes = []
     if spec.caveats:
@@ -171,9 +188,24 @@ def explain(
         )
     if b.paged_optimizer:
         notes.append(
-            "paged optimizer states live in CUDA unified memory: evicted to CPU RAM under pressure, "
-            "not counted by torch.cuda.max_memory_allocated, so they are reported beside the total"
+            "paged optimizer states live in CUDA unified memory: resident on the GPU (counted in "
+            "the total, and in nvidia-smi, though not in torch.cuda.max_memory_allocated) unless "
+            "the card is oversubscribed; then each step pages the excess to CPU RAM and back over "
+            "PCIe (2 x the excess / PCIe bandwidth per step)"
         )
+    if cfg.checkpointing == "selective" and cfg.attention != "eager":
+        if cfg.backend == "fsdp2" and cfg.method == "full":
+            notes.append(
+                "selective under FSDP2 is torchtitan's per-op policy: it keeps every other matmul "
+                "output and the attention output of each layer, and recomputes the rest"
+            )
+        else:
+            notes.append(
+                f"selective recomputation (Korthikanti et al.) drops the attention scores, which "
+                f"{cfg.attention} attention never saves: under {cfg.backend} it changes nothing; "
+                "per-op selective checkpointing is modelled for --backend fsdp2 (torchtitan), "
+                "full fine-tuning"
+            )
     if b.phase != "loss backward":
         notes.append(
             f"the peak is at the {b.phase}; gradients are freed between steps (zero_grad set_to_none)"

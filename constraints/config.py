@@ -14,6 +14,7 @@ from typing import Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from constraints.backends import BACKEND_CODE, BACKEND_NAMES, infer_backend, why_not
 from constraints.errors import FitplanError
 from constraints.precision import (
     COMPUTE_DTYPES,
@@ -62,6 +63,7 @@ _INT_COLUMNS = (
     "compute",
     "weight_override",
     "adapter_override",
+    "backend",
 )
 _BOOL_COLUMNS = ("lora_dropout", "compute_is_fp16", "compute_is_fp8", "autocast", "opt_in_bwd")
 _FLOAT_COLUMNS = (
@@ -106,6 +108,8 @@ class TrainConfig(BaseModel):
     pp: int = Field(default=1, ge=1, le=1024)
     dp: int = Field(default=1, ge=1, le=1_000_000)
     optimizer_in_backward: bool = False
+    # ---- issue 11: the training framework (constraints/backends.py); None = inferred
+    backend: Literal["single", "ddp", "deepspeed", "fsdp2", "fsdp1", "megatron"] | None = None
 
     @model_validator(mode="after")
     def _consistent(self) -> TrainConfig:
@@ -138,7 +142,37 @@ class TrainConfig(BaseModel):
                 "the optimizer step fused into backward cannot accumulate gradients",
                 "use --grad-accum 1 or drop --optimizer-in-backward",
             )
+        if self.backend is None:
+            object.__setattr__(self, "backend", self.inferred_backend())
         return self
+
+    def inferred_backend(self) -> str:
+        """The backend this configuration runs under when none is given."""
+        return infer_backend(
+            gpus=self.gpus,
+            zero=self.zero,
+            offload=self.offload,
+            tp=self.tp,
+            pp=self.pp,
+            recipe=self.recipe.lower(),
+            method=self.method,
+        )
+
+    def backend_problem(self) -> str | None:
+        """Why this configuration's backend does not run it (None when it does)."""
+        return why_not(
+            str(self.backend),
+            gpus=self.gpus,
+            zero=self.zero,
+            offload=self.offload,
+            tp=self.tp,
+            pp=self.pp,
+            recipe=self.recipe.lower(),
+            method=self.method,
+            optimizer=self.optimizer.lower(),
+            optimizer_in_backward=self.optimizer_in_backward,
+            loss=self.loss,
+        )
 
     @property
     def gpus(self) -> int:
@@ -212,6 +246,7 @@ class TrainConfig(BaseModel):
             "adapter_override": DTYPE_NAMES.index(self.adapter_dtype.lower())
             if self.adapter_dtype
             else -1,
+            "backend": BACKEND_CODE[str(self.backend)],
         }
 
 
@@ -264,6 +299,7 @@ class ConfigBatch:
     compute: np.ndarray
     weight_override: np.ndarray
     adapter_override: np.ndarray
+    backend: np.ndarray
     target_names: tuple[str, ...] = ("all-linear",)
 
     def __len__(self) -> int:
@@ -310,6 +346,7 @@ class ConfigBatch:
             pp=int(self.pp[i]),
             dp=int(self.dp[i]),
             optimizer_in_backward=bool(self.opt_in_bwd[i]),
+            backend=BACKEND_NAMES[int(self.backend[i])],  # type: ignore[arg-type]
         )
 
     @classmethod

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from constraints.backend_rules import runnable_mask
 from constraints.config import CODE, ConfigBatch
 from constraints.gpus import GpuSpec
 from constraints.models import ModelSpec
@@ -24,6 +25,8 @@ RULES: dict[int, str] = {
     32: "8-bit bitsandbytes optimizers run on the GPU: they cannot be combined with CPU offload",
     64: "the optimizer step fused into backward is single-GPU only (torchtune optimizer_in_bwd)",
     128: "tensor parallelism is not modelled for encoder-decoder models",
+    256: "the backend does not run this combination (constraints/data/backends.json; "
+    "`fitplan explain` names the reason)",
 }
 
 
@@ -52,6 +55,7 @@ def hardware_mask(spec: ModelSpec, batch: ConfigBatch, gpu: GpuSpec) -> np.ndarr
     mask |= np.where(batch.opt_in_bwd & (batch.gpus > 1), 64, 0)
     if spec.arch == "encoder-decoder":
         mask |= np.where(tp > 1, 128, 0)
+    mask |= np.where(runnable_mask(batch), 0, 256)
     return mask
 
 

@@ -23,6 +23,7 @@ import numpy as np
 
 from constraints import constants as C
 from constraints.activations import activation_arrays
+from constraints.backend_memory import apply_backend
 from constraints.config import ConfigBatch
 from constraints.gpus import GpuSpec
 from constraints.logits import logits_bytes
@@ -59,7 +60,7 @@ TERMS: dict[str, tuple[str, ...]] = {
     "gradients": ("gradient_tensors", "grad_buckets"),
     "optimizer": ("optimizer_states", "master_weights", "optimizer_step_transient"),
     "activations": ("saved_activations", "recompute_layer", "logits_and_loss", "workspace"),
-    "overhead": ("cuda_context", "allocator_slack"),
+    "overhead": ("cuda_context", "nccl_buffers", "allocator_slack"),
 }
 PARTS: tuple[str, ...] = tuple(p for parts in TERMS.values() for p in parts)
 PHASES = ("loss backward", "backward (recompute)", "end of backward", "optimizer step")
@@ -71,7 +72,7 @@ PART_DOC = {
     "dequant_buffer": "16-bit copy of one quantised weight during its matmul",
     "autocast_weight_copies": "16-bit copies of fp32 weights that autocast keeps for backward",
     "gradient_tensors": "gradients alive at this moment (per GPU, after sharding)",
-    "grad_buckets": "DDP gradient buckets / ZeRO reduce buckets",
+    "grad_buckets": "DDP buckets / ZeRO reduce buckets / FSDP reduce-scatter / fp32 grad buffers",
     "optimizer_states": "optimizer states (Adam m and v, momentum, 8-bit blocks …)",
     "master_weights": "fp32 master copy of the trainable weights",
     "optimizer_step_transient": "temporaries of the optimizer step (fp32 grad partition …)",
@@ -79,7 +80,8 @@ PART_DOC = {
     "recompute_layer": "one layer recomputed during backward (checkpointing) ",
     "logits_and_loss": "logits, their fp32 log-softmax and its gradient",
     "workspace": "cuBLAS workspace",
-    "cuda_context": "CUDA context, kernels, NCCL buffers (outside the PyTorch allocator)",
+    "cuda_context": "CUDA context, kernels, library handles (outside the PyTorch allocator)",
+    "nccl_buffers": "NCCL communicator buffers (outside the PyTorch allocator; multi-GPU only)",
     "allocator_slack": "caching-allocator slack (reserved − allocated)",
 }
 
@@ -104,11 +106,10 @@ def workspace_bytes(gpu: GpuSpec, n: int) -> np.ndarray:
 
 
 def overhead_parts(batch: ConfigBatch, dynamic: np.ndarray | float) -> Arrays:
-    """Outside the allocated tensors: the CUDA context (+ NCCL buffers) and the allocator's slack."""
+    """Outside the allocated tensors: the CUDA context, NCCL buffers and the allocator's slack."""
     return {
-        "cuda_context": np.where(
-            batch.gpus > 1, C.CUDA_CONTEXT_BYTES + C.NCCL_BUFFER_BYTES, float(C.CUDA_CONTEXT_BYTES)
-        ),
+        "cuda_context": np.full(len(batch), float(C.CUDA_CONTEXT_BYTES)),
+        "nccl_buffers": np.where(batch.gpus > 1, float(C.NCCL_BUFFER_BYTES), 0.0),
         "allocator_slack": np.asarray(C.ALLOCATOR_SLACK_FRACTION * dynamic),
     }
 
@@ -136,7 +137,8 @@ def phase_parts(
             "dequant_buffer": weights["dequant_buffer"] if phase < 3 else zeros,
             "autocast_weight_copies": weights["autocast_weight_copies"] if before_end else zeros,
             "gradient_tensors": grads_held if before_end else grads["gradient_tensors"],
-            "grad_buckets": grads["grad_buckets"],
+            "grad_buckets": grads["grad_buckets"]
+            + (grads.get("backward_buckets", zeros) if phase in (1, 2) else zeros),
             "optimizer_states": opt["optimizer_states"],
             "master_weights": opt["master_weights"],
             "optimizer_step_transient": opt["optimizer_step_transient"] if phase == 3 else zeros,
@@ -172,8 +174,8 @@ def memory_arrays(spec: ModelSpec, batch: ConfigBatch, gpu: GpuSpec) -> dict[str
 
     Returns arrays keyed by the names in ``PARTS`` and ``TERMS``, plus ``total``, ``phase``
     (index into ``PHASES``), ``static`` (weights + gradients + optimizer states + master, per GPU,
-    the source documents' "static"), ``paged_optimizer`` (bitsandbytes paged states, outside the
-    device total), ``cpu_bytes`` (host RAM per GPU rank for offload), ``trainable``.
+    the source documents' "static"), ``paged_optimizer`` (bitsandbytes paged states: on the GPU
+    and in the total, in CUDA unified memory that the allocator does not count), ``cpu_bytes`` (host RAM per GPU rank for offload), ``trainable``.
     """
     n = len(batch)
     p_train = trainable_params(spec, batch)
@@ -181,6 +183,20 @@ def memory_arrays(spec: ModelSpec, batch: ConfigBatch, gpu: GpuSpec) -> dict[str
     weights = weight_parts(spec, batch, p_train, frac)
     grads = gradient_parts(spec, batch, p_train, frac)
     opt = optimizer_parts(spec, batch, p_train, frac)
+    facts = model_facts(spec)
+    apply_backend(
+        spec,
+        batch,
+        p_train,
+        frac,
+        facts.largest_layer,
+        facts.layers,
+        facts.non_layer,
+        max(facts.lm_head_params, facts.embedding),
+        weights,
+        grads,
+        opt,
+    )
     act = activation_arrays(spec, batch)
     logits = logits_bytes(spec, batch, ~batch.is_lora)
     if spec.arch == "raw" and spec.raw_params is not None and spec.hidden <= 1:
@@ -190,13 +206,13 @@ def memory_arrays(spec: ModelSpec, batch: ConfigBatch, gpu: GpuSpec) -> dict[str
     # the source documents' "static" memory: model states per GPU, whatever the moment
     out["static_weights"] = weights["base_weights"] + weights["adapter_weights"]
     out["static_gradients"] = grads["static"]
-    out["static_optimizer"] = opt["optimizer_states"] + opt["master_weights"] + opt["paged"]
+    out["static_optimizer"] = opt["optimizer_states"] + opt["master_weights"]
     out["static"] = out["static_weights"] + out["static_gradients"] + out["static_optimizer"]
     out["paged_optimizer"] = opt["paged"]
     out["activations_saved_all_layers"] = act["saved"]
     out["activations_written"] = act["written"]
     out["activations_recompute"] = act["recompute"]
     out["logits_peak"] = logits
-    out["cpu_bytes"] = opt["host"] + weights["host"] + opt["paged"]
+    out["cpu_bytes"] = opt["host"] + weights["host"]
     out["trainable"] = p_train
     return out

@@ -287,7 +287,9 @@ def optimizer_parts(
     # FSDP CPUOffload): an fp32 master copy, fp32 gradients and fp32 states per trainable parameter
     cpu_per_param = C.FP32_BYTES + C.FP32_BYTES + states * C.FP32_BYTES
     host = np.where(offload_opt, p_train * cpu_per_param * frac / np.where(shard_s, dp, 1.0), 0.0)
-    state_gpu = np.where(offload_opt | paged, 0.0, state_bytes)
+    # paged states live in cudaMallocManaged memory: resident on the GPU (and in nvidia-smi)
+    # unless the device is oversubscribed, so they count in the peak (bitsandbytes paged optimizers)
+    state_gpu = np.where(offload_opt, 0.0, state_bytes)
     master_gpu = np.where(offload_opt, 0.0, master_bytes)
     # DeepSpeed-style master weights: gradients are upcast into an fp32 partition at the step;
     # Adafactor builds an fp32 update the size of one tensor at a time

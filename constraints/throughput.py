@@ -289,9 +289,19 @@ def throughput_arrays(
     # DDP / ZeRO-1/2: all-reduce (= reduce-scatter + all-gather) of the gradients once per step;
     # ZeRO-3 / FSDP: all-gather the weights for forward and backward and reduce-scatter the
     # gradients, every micro-batch
-    dp_volume = np.where(zero3, accum * (2.0 * weight_bytes + grad_bytes), 2.0 * grad_bytes)
+    # ZeRO-2 (DeepSpeed stage_1_and_2.py reduce_ipg_grads; FSDP2 SHARD_GRAD_OP) keeps only its
+    # gradient shard, so it reduce-scatters every micro-batch and all-gathers the updated
+    # weights once per step
+    zero2 = batch.zero == 2
+    dp_volume = np.where(
+        zero3,
+        accum * (2.0 * weight_bytes + grad_bytes),
+        np.where(zero2, accum * grad_bytes + weight_bytes, 2.0 * grad_bytes),
+    )
     dp_comm = collective_seconds(dp_volume, dp, dp_per_node, intra, inter)
-    hide = DP_OVERLAP * np.where(zero3, accum * stage * pp, (t_bwd + t_attn_bwd) / pp)
+    hide = DP_OVERLAP * np.where(
+        zero3, accum * stage * pp, np.where(zero2, accum, 1.0) * (t_bwd + t_attn_bwd) / pp
+    )
     dp_exposed = np.maximum(0.0, dp_comm - hide)
     # tensor parallel: 2 all-reduces of the activations per layer forward, 2 backward (Megatron),
     # inside a node, not overlapped
@@ -322,9 +332,11 @@ def throughput_arrays(
     offload = batch.offload != CODE["offload"]["none"]
     offload_all = batch.offload == CODE["offload"]["all"]
     pcie = gpu.pcie_gb_s * 1e9 * PCIE_EFFICIENCY
+    # the node's CPU Adam rate is shared by the ranks on that node
+    ranks_on_node = np.minimum(batch.gpus, gpus_per_node).astype(np.float64)
     t_opt = np.where(
         offload,
-        local / CPU_ADAM_PARAMS_PER_S + local * (batch.grad_bytes + 2.0) / pcie,
+        local * ranks_on_node / CPU_ADAM_PARAMS_PER_S + local * (batch.grad_bytes + 2.0) / pcie,
         opt_bytes / bw,
     )
     t_param_stream = np.where(
@@ -332,9 +344,9 @@ def throughput_arrays(
     )
     # paged optimizer states live in unified memory: what the card has no room for is paged out
     # to the host and back over PCIe at every step
+    # (the paged states are inside mem["total"]: what exceeds the card is what pages)
     paged = mem["paged_optimizer"]
-    room = np.maximum(gpu.memory_bytes - mem["total"], 0.0)
-    t_paging = 2.0 * np.maximum(paged - room, 0.0) / pcie
+    t_paging = 2.0 * np.minimum(paged, np.maximum(mem["total"] - gpu.memory_bytes, 0.0)) / pcie
     # stepped inside backward, the page migrations overlap the backward compute
     t_paging = np.where(
         batch.opt_in_bwd, np.maximum(t_paging - (t_bwd + t_attn_bwd), 0.0), t_paging

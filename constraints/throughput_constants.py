@@ -25,8 +25,8 @@ K_ELEMENTWISE = 9.5
 NCCL_EFFICIENCY = 0.75
 #: Share of the data-parallel gradient communication that backward compute can hide.
 DP_OVERLAP = 0.9
-#: DeepSpeedCPUAdam update rate per rank, parameters per second (AVX512, many cores; DeepSpeed
-#: ZeRO-Offload paper reports ~1–2 B params/s per node).
+#: DeepSpeedCPUAdam update rate of one node's CPUs, parameters per second, shared by the ranks on
+#: the node (AVX512, many cores; the ZeRO-Offload paper reports ~1–2 B params/s per node).
 CPU_ADAM_PARAMS_PER_S = 1.0e9
 #: Fixed cost per optimizer step (launches, zero_grad, data loader, logging), seconds.
 STEP_OVERHEAD_S = 0.01

@@ -209,6 +209,7 @@ def config_fields_from_args(
         "tp": args.tp,
         "pp": args.pp,
         "optimizer_in_backward": True if args.optimizer_in_backward else None,
+        "backend": getattr(args, "backend", None),
     }
     if (
         fields["compute_dtype"] is None

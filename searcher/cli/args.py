@@ -101,6 +101,12 @@ def config_args(p: argparse.ArgumentParser, search: bool = False) -> None:
         "--zero", type=int, choices=[0, 1, 2, 3], help="ZeRO stage (3 = FSDP full shard)"
     )
     g.add_argument("--offload", choices=["none", "optimizer", "all"])
+    g.add_argument(
+        "--backend",
+        choices=["single", "ddp", "deepspeed", "fsdp2", "fsdp1", "megatron"],
+        help="training framework (README backend table); default: "
+        + ("every backend a launch format writes" if search else "inferred from the knobs"),
+    )
     g.add_argument("--tp", type=integer(L.PARALLEL_DEGREE), help="tensor-parallel degree")
     g.add_argument("--pp", type=integer(L.PARALLEL_DEGREE), help="pipeline-parallel degree")
     g.add_argument(

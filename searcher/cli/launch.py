@@ -44,13 +44,6 @@ def _common(g: argparse._ArgumentGroup, *, required: bool) -> None:
         metavar="N",
         help="LoRA alpha (fitplan has no alpha knob; default 2 × rank)",
     )
-    g.add_argument(
-        "--backend",
-        choices=["auto", "deepspeed", "fsdp"],
-        default="auto",
-        help="ZeRO-2/3 under the HF Trainer formats: FSDP or DeepSpeed (default auto: FSDP "
-        "unless the plan needs DeepSpeed)",
-    )
 
 
 def add_emit_args(p: argparse.ArgumentParser) -> None:

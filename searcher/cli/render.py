@@ -244,8 +244,13 @@ def method_brief(c: Any) -> str:
     return f"{c.method} r{c.lora_rank}" + (f" {c.quant}" if c.quant != "none" else "")
 
 
+#: the backend as the front's table shows it
+BACKEND_SHORT = {"deepspeed": "ds", "single": "1gpu"}
+
+
 def levers_brief(c: Any) -> str:
-    parts = []
+    backend = getattr(c, "backend", None)
+    parts = [BACKEND_SHORT.get(backend, backend)] if backend else []
     if c.checkpointing != "none":
         parts.append("ckpt" if c.checkpointing == "full" else "sel-ckpt")
     if c.loss != "standard":

@@ -62,6 +62,9 @@ class Emitter(Protocol):
     name: str
     summary: str
     knobs: Mapping[str, str]
+    #: the backends (constraints/data/backends.json) this format writes; a plan modelled under
+    #: another is refused before emitting
+    backends: tuple[str, ...]
 
     def emit(self, plan: Plan, options: EmitOptions) -> Emission: ...
 

@@ -60,15 +60,35 @@ def check_out_folder(out: str, force: bool) -> None:
         raise FitplanError(f"--out {shown}: {err}") from None
 
 
-def emit_options(args: argparse.Namespace, gpus_per_node: int) -> EmitOptions:
+#: the HF-Trainer formats' sharding choice (hf_settings.choose_backend) for a plan's backend
+_HF_BACKEND = {"deepspeed": "deepspeed", "fsdp2": "fsdp", "fsdp1": "fsdp"}
+
+
+def emit_options(args: argparse.Namespace, plan: Plan) -> EmitOptions:
+    """The options of an emission; the sharding backend is the one the plan was modelled with."""
     from searcher.emitters.base import EmitOptions
 
     return EmitOptions(
         out=args.out,
         lora_alpha=args.lora_alpha,
-        backend=args.backend,
-        gpus_per_node=gpus_per_node,
+        backend=_HF_BACKEND.get(str(plan.config.backend), "auto"),
+        gpus_per_node=plan.gpus_per_node,
     )
+
+
+def check_backend(emitter: object, plan: Plan) -> None:
+    """Refuse a plan whose backend the format does not write (one line, exit 2)."""
+    from searcher.emitters.base import refuse
+
+    written = getattr(emitter, "backends", ())
+    if plan.config.backend not in written:
+        raise refuse(
+            str(getattr(emitter, "name", "?")),
+            "backend",
+            plan.config.backend,
+            f"the format writes {', '.join(written)}",
+            "pin --backend to one of those in the search, or choose another --emit format",
+        )
 
 
 def write_emission(
@@ -97,7 +117,8 @@ def emit_plan(
     emitter = get_emitter(args.emit)
     if args.lora_alpha is not None and plan.config.method == "full":
         raise FitplanError("--lora-alpha does nothing: the plan is a full fine-tune (no adapter)")
-    emission = emitter.emit(plan, emit_options(args, plan.gpus_per_node))
+    check_backend(emitter, plan)
+    emission = emitter.emit(plan, emit_options(args, plan))
     write_emission(emission, args.out, args.force, stream, also)
     return 0
 
@@ -118,9 +139,9 @@ def _expressible(result: SearchResult, args: argparse.Namespace, limit: int = 3)
     found = []
     for i in range(len(result.front)):
         try:
-            emitter.emit(
-                _plan_of(result, i, args), emit_options(args, result.problem.gpus_per_node)
-            )
+            plan = _plan_of(result, i, args)
+            check_backend(emitter, plan)
+            emitter.emit(plan, emit_options(args, plan))
         except FitplanError:
             continue
         found.append(i + 1)

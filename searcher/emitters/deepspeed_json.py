@@ -8,7 +8,7 @@ Mapping (DeepSpeed ≥ 0.18 key names, checked against deepspeed.runtime.config.
 | micro_batch | train_micro_batch_size_per_gpu |
 | grad_accum | gradient_accumulation_steps |
 | micro × accum × dp | train_batch_size |
-| zero | zero_optimization.stage |
+| zero | zero_optimization.stage (+ reduce/allgather buckets, stage-3 prefetch, max live: written out) |
 | offload optimizer / all | zero_optimization.offload_optimizer / + offload_param (device cpu) |
 | recipe bf16-master | bf16.enabled (fp16.enabled with fp16 compute): fp32 master + fp32 states |
 | recipe bf16-pure | bf16 + bf16_master_weights_and_grads (ZeRO-Offload with CPU Adam only) |
@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from constraints.backend_memory import deepspeed_buckets
 from constraints.errors import FitplanError
 from searcher.emitters.base import refuse
 from searcher.emitters.plan import Plan, precision
@@ -164,7 +165,19 @@ def deepspeed_config(plan: Plan, fmt: str, *, lr: float) -> dict[str, Any]:
             ds["bf16"]["bf16_optimizer_states"] = True
     zero: dict[str, Any] = {"stage": cfg.zero}
     if cfg.zero >= 1:
+        # bucket sizes written out (not DeepSpeed's 5e8-element defaults): the memory model
+        # budgets exactly these (constraints/backend_memory.py deepspeed_buckets)
         zero.update(overlap_comm=True, contiguous_gradients=True)
+        buckets = deepspeed_buckets(plan.model.hidden)
+        zero["reduce_bucket_size"] = buckets["reduce_bucket_size"]
+        zero["allgather_bucket_size"] = buckets["allgather_bucket_size"]
+        if cfg.zero == 3:
+            for key in (
+                "stage3_prefetch_bucket_size",
+                "stage3_param_persistence_threshold",
+                "stage3_max_live_parameters",
+            ):
+                zero[key] = buckets[key]
     if cfg.offload in ("optimizer", "all"):
         zero["offload_optimizer"] = {"device": "cpu", "pin_memory": True}
     if cfg.offload == "all":

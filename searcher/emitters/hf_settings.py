@@ -75,7 +75,12 @@ HF_KNOBS: dict[str, str] = {
     "pp": "refused above 1 (HF Trainer has no pipeline parallelism)",
     "dp": "the number of processes: the launch command's nproc_per_node × nnodes",
     "optimizer_in_backward": "refused (HF Trainer steps after backward)",
+    "backend": "single / ddp: plain Trainer; deepspeed: the DeepSpeed JSON; fsdp2: FSDP "
+    "(fsdp_version 2); fsdp1 and megatron refused",
 }
+
+#: the backends the HF-Trainer formats write (constraints/data/backends.json emitted_by agrees)
+HF_BACKENDS: tuple[str, ...] = ("single", "ddp", "deepspeed", "fsdp2")
 
 ATTENTION = {"flash": "flash_attention_2", "sdpa": "sdpa", "eager": "eager"}
 LR_FULL = 2e-5

@@ -30,11 +30,14 @@ def config_brief(cfg: Any) -> str:
         parts.append(f"offload={cfg.offload}")
     if cfg.tp > 1 or cfg.pp > 1 or cfg.dp > 1:
         parts.append(f"tp{cfg.tp}·pp{cfg.pp}·dp{cfg.dp}")
+    backend = getattr(cfg, "backend", None)
+    if backend:
+        parts.append(f"backend={backend}")
     return " ".join(parts)
 
 
 def knobs_brief(cfg: TrainConfig) -> str:
-    parts = []
+    parts = [str(cfg.backend)]
     if cfg.zero:
         parts.append(f"ZeRO-{cfg.zero}")
     if cfg.offload != "none":

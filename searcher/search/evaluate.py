@@ -88,8 +88,8 @@ def evaluate(
 
     spec, gpu = problem.model, problem.gpu
     mem = memory_arrays(spec, batch, gpu)
-    needed = needed_bytes(mem["total"])
     usable = usable_bytes(problem)
+    needed = needed_bytes(mem["total"], mem["paged_optimizer"], usable)
     hw = hardware_mask(spec, batch, gpu)
     ranks_per_node = np.minimum(batch.gpus, problem.gpus_per_node)
     cpu_ok = mem["cpu_bytes"] * ranks_per_node <= problem.cpu_ram_per_node

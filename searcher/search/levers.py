@@ -52,6 +52,7 @@ FLAG_OF_FIELD: dict[str, str] = {
     "tp": "--tp",
     "pp": "--pp",
     "optimizer_in_backward": "--optimizer-in-backward",
+    "backend": "--backend",
 }
 
 #: (field, value) pairs the CLI has a shorter switch for (``--fused-ce`` = ``--loss fused``).
@@ -64,6 +65,8 @@ def flags_of(change: Change) -> str:
     """The command-line options that make ``change``, in the change's order."""
     out = []
     for field, value in change.items():
+        if field == "dp":  # follows from --gpus / (tp · pp)
+            continue
         if (field, value) in FLAG_SHORTCUTS:
             out.append(FLAG_SHORTCUTS[(field, value)])
         elif value is True:
@@ -139,7 +142,8 @@ LEVERS: list[tuple[str, str, Callable[[TrainConfig], Change | None]]] = [
     (
         "weights",
         "split the layers over GPUs (tensor parallel 2)",
-        lambda c: {"tp": c.tp * 2} if c.dp % 2 == 0 and c.dp > 1 else None,
+        # on the same GPUs: the data-parallel degree halves (--gpus stays, dp = gpus / tp·pp)
+        lambda c: {"tp": c.tp * 2, "dp": c.dp // 2} if c.dp % 2 == 0 and c.dp > 1 else None,
     ),
     (
         "weights",
@@ -197,11 +201,24 @@ class AdvisedExplanation(Explanation):
 
 
 def apply(cfg: TrainConfig, change: Change) -> TrainConfig | None:
-    """``cfg`` with ``change`` applied, or None where the result is not a valid configuration."""
+    """``cfg`` with ``change`` applied, or None where the result is not a valid configuration.
+
+    A backend that was inferred (not given) is inferred again for the new knobs, as the CLI does
+    when the printed flags are run; :func:`with_backend` adds it to the change where it moves."""
+    fields = {**cfg.model_dump(), **change}
+    if "backend" not in change and cfg.backend == cfg.inferred_backend():
+        fields["backend"] = None
     try:
-        return TrainConfig(**{**cfg.model_dump(), **change})
+        return TrainConfig(**fields)
     except (FitplanError, ValueError):
         return None
+
+
+def with_backend(cfg: TrainConfig, change: Change, new: TrainConfig) -> Change:
+    """The change, plus ``backend`` where applying it moved the backend (so the flags say so)."""
+    if new.backend != cfg.backend and "backend" not in change:
+        return {**change, "backend": new.backend}
+    return change
 
 
 def levers_for(
@@ -220,7 +237,7 @@ def levers_for(
         ):
             continue  # raw numbers without --trainable-params cannot size an adapter
         if new is not None and change is not None and new != cfg:
-            candidates.append((term, what, flags_of(change), new))
+            candidates.append((term, what, flags_of(with_backend(cfg, change, new)), new))
     if not candidates:
         return []
     results = breakdown_of(spec, [c[3] for c in candidates], gpu)

@@ -22,6 +22,9 @@ from typing import Any
 
 import numpy as np
 
+from constraints.backend_rules import runnable_mask
+from constraints.backends import BACKEND_CODE, searched_by_default
+from constraints.backends import backend as backend_entry
 from constraints.config import CODE, COLUMN_DTYPES, ConfigBatch, TrainConfig
 from constraints.constants import DEFAULT_HEADROOM
 from constraints.errors import FitplanError
@@ -183,6 +186,23 @@ def sharding_options(problem: SearchProblem, dp: int) -> list[tuple[int, str]]:
     return options
 
 
+def backend_options(problem: SearchProblem, lay: Layout, zero: int, offload: str) -> list[str]:
+    """Backends that run this layout and sharding (the rest of the capability table is applied
+    per configuration in :func:`grid`). Default: every backend some launch format writes."""
+    names = (str(problem.pins["backend"]),) if "backend" in problem.pins else searched_by_default()
+    out = []
+    for name in names:
+        b = backend_entry(name)
+        if (b["gpus"] == "one" and lay.gpus != 1) or (b["gpus"] == "many" and lay.gpus == 1):
+            continue
+        if zero not in b["zero"] or offload not in b["offload"]:
+            continue
+        if (lay.tp > 1 and not b["tp"]) or (lay.pp > 1 and not b["pp"]):
+            continue
+        out.append(name)
+    return out
+
+
 def static_variants(problem: SearchProblem) -> list[dict[str, Any]]:
     """Every combination of the knobs that do not depend on the layout, per method family."""
     v = knob_values(problem)
@@ -229,17 +249,19 @@ def layout_rows(problem: SearchProblem) -> list[dict[str, int | str]]:
             if per_replica % mb:
                 continue
             for zero, offload in sharding_options(problem, lay.dp):
-                rows.append(
-                    {
-                        "tp": lay.tp,
-                        "pp": lay.pp,
-                        "dp": lay.dp,
-                        "micro_batch": mb,
-                        "grad_accum": per_replica // mb,
-                        "zero": zero,
-                        "offload": offload,
-                    }
-                )
+                for backend in backend_options(problem, lay, zero, offload):
+                    rows.append(
+                        {
+                            "tp": lay.tp,
+                            "pp": lay.pp,
+                            "dp": lay.dp,
+                            "micro_batch": mb,
+                            "grad_accum": per_replica // mb,
+                            "zero": zero,
+                            "offload": offload,
+                            "backend": backend,
+                        }
+                    )
     return rows
 
 
@@ -294,9 +316,11 @@ def grid(problem: SearchProblem) -> ConfigBatch:
         probe = TrainConfig(**{**st, "micro_batch": 1, "seq_len": problem.seq_len})
         static_cols.append(probe.columns())
     row_arr = {
-        k: np.array([r[k] if k != "offload" else CODE["offload"][str(r[k])] for r in rows])
-        for k in ("tp", "pp", "dp", "micro_batch", "grad_accum", "zero", "offload")
+        k: np.array([r[k] for r in rows])
+        for k in ("tp", "pp", "dp", "micro_batch", "grad_accum", "zero")
     }
+    row_arr["offload"] = np.array([CODE["offload"][str(r["offload"])] for r in rows])
+    row_arr["backend"] = np.array([BACKEND_CODE[str(r["backend"])] for r in rows])
     n_s, n_r = len(statics), len(rows)
     s_idx = np.repeat(np.arange(n_s), n_r)
     r_idx = np.tile(np.arange(n_r), n_s)
@@ -321,7 +345,11 @@ def grid(problem: SearchProblem) -> ConfigBatch:
         else:
             cols[key] = np.array([c[key] for c in static_cols], dtype=COLUMN_DTYPES[key])[s_idx]
     cols["targets"] = np.zeros(len(s_idx), dtype=np.int64)
-    return ConfigBatch(**cols, target_names=(statics[0]["lora_targets"],))
+    batch = ConfigBatch(**cols, target_names=(statics[0]["lora_targets"],))
+    # the space holds only what the row's backend runs (constraints/data/backends.json)
+    # (where no backend runs the pins, the rows stay: the run reports the backend rule)
+    runnable = runnable_mask(batch)
+    return batch.take(np.flatnonzero(runnable)) if runnable.any() else batch
 
 
 def describe_space(problem: SearchProblem) -> dict[str, Sequence[Any]]:

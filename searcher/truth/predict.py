@@ -45,7 +45,8 @@ def predict_memory(case: MemoryCase) -> MemoryResult:
     predicted = {
         "allocated": allocated,
         "reserved": allocated + slack,
-        "nvml": allocated + slack + context,
+        # nvidia-smi also sees NCCL's buffers and the resident paged states
+        "nvml": allocated + slack + context + float(b.nccl_buffers) + float(b.paged_optimizer),
     }[case.metric]
     return MemoryResult(
         case,

@@ -264,9 +264,18 @@ def sharding_of(text: str, gpus: int) -> dict[str, Any]:
         fields["zero"] = 2
     elif "zero-1" in low:
         fields["zero"] = 1
+    elif "fsdp" in low and gpus > 1:  # FSDP / FSDP2 default: full shard (reshard_after_forward)
+        fields["zero"] = 3
     if "offload" in low and "activation" not in low:
         fields["offload"] = "all" if ("param" in low or "zero-3" in low) else "optimizer"
         fields.setdefault("zero", 3 if fields["offload"] == "all" else 2)
+    # the framework that shards (constraints/data/backends.json): its buffers differ
+    if "deepspeed" in low or "zero-" in low:
+        fields["backend"] = "deepspeed"
+    elif "fsdp" in low or "full shard" in low or "full_shard" in low:
+        fields["backend"] = "fsdp2" if "fsdp1" not in low else "fsdp1"
+    elif "megatron" in low:
+        fields["backend"] = "megatron"
     return fields
 
 

@@ -151,10 +151,16 @@ def test_zero_stages_never_increase_memory(mc: tuple[str, TrainConfig], dp: int)
         offload="none",
         optimizer="adamw" if cfg.optimizer == "paged-adamw-8bit" else cfg.optimizer,
     )
+    # one backend for all four stages: DeepSpeed's stage 0 with bf16 is BF16_Optimizer, which
+    # already partitions the master and states and keeps an fp32 gradient buffer, so stage 0 vs 1
+    # is compared under the generic (DDP-style) stage 0 of the ZeRO paper's table
+    cfg = _with(cfg, backend="deepspeed")
     totals = _total(model, [_with(cfg, zero=z) for z in (0, 1, 2, 3)])
     static = _total(model, [_with(cfg, zero=z) for z in (0, 1, 2, 3)], "static")
-    assert totals[3] <= totals[2] <= totals[1] <= totals[0]
-    assert static[3] <= static[2] <= static[1] <= static[0]
+    assert totals[3] <= totals[2] <= totals[1]
+    assert static[3] <= static[2] <= static[1]
+    generic0 = _total(model, [_with(cfg, zero=0, backend="ddp")])
+    assert totals[1] <= generic0[0]
 
 
 @SETTINGS

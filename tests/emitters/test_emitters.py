@@ -485,6 +485,13 @@ DS_ZERO_KEYS = {
     "offload_optimizer",
     "offload_param",
     "stage3_gather_16bit_weights_on_model_save",
+    # bucket sizes, written out so the memory model budgets what runs
+    # (deepspeed/runtime/zero/config.py DeepSpeedZeroConfig field names)
+    "reduce_bucket_size",
+    "allgather_bucket_size",
+    "stage3_prefetch_bucket_size",
+    "stage3_param_persistence_threshold",
+    "stage3_max_live_parameters",
 }
 DS_BF16_KEYS = {"enabled", "bf16_master_weights_and_grads", "bf16_optimizer_states"}
 
@@ -703,7 +710,8 @@ def test_launch_refusal_writes_nothing(tmp_path: Path) -> None:
     p.write_text(json.dumps(plan_of("full-tp2").to_json()))
     r = run("launch", str(p), "--emit", "deepspeed", "--out", str(tmp_path / "o"))
     assert r.returncode == 2
-    assert r.stderr.startswith("fitplan: error: --emit deepspeed cannot express tp=2")
+    # a tensor-parallel plan runs under FSDP2 (torchtune 2-D), which the DeepSpeed format does not write
+    assert r.stderr.startswith("fitplan: error: --emit deepspeed cannot express backend=fsdp2")
     assert r.stderr.count("\n") == 1
     assert not (tmp_path / "o").exists()
 
@@ -777,7 +785,8 @@ def test_search_emit_bad_input(tmp_path: Path) -> None:
         str(tmp_path / "o"),
     )
     assert r.returncode == 2
-    assert "cannot express recipe=bf16-master" in r.stderr
+    # an fp32 master of bf16 weights runs under DeepSpeed, which torchtune does not write
+    assert "cannot express backend=deepspeed" in r.stderr
     assert "no front member can be" in r.stderr or "--pick" in r.stderr
     assert not (tmp_path / "o").exists()
 

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import random
 
 import pytest
 
+from constraints.breakdown import breakdown_of
 from constraints.config import TrainConfig
+from constraints.errors import FitplanError
 from constraints.gpus import resolve_gpu
 from constraints.models import resolve_model
 from searcher.inputs import config_fields_from_args
@@ -38,7 +41,8 @@ def test_flags_follow_the_change_in_order():
 
 
 BASES = [
-    dict(method="full", optimizer="adamw-8bit", zero=3, dp=4, tp=2, micro_batch=4),
+    # FSDP2 2-D (torchtune / torchtitan): full fine-tune, bf16 model, torch AdamW
+    dict(method="full", recipe="bf16-torch", zero=3, dp=4, tp=2, micro_batch=4),
     dict(method="full", recipe="amp", attention="eager", micro_batch=2),
     dict(method="qlora", quant="nf4", micro_batch=8, seq_len=4096),
 ]
@@ -57,7 +61,70 @@ def test_printed_flags_make_the_costed_configuration(base):
         )
         asked, _ = config_fields_from_args(args, spec, gpu)
         old, new = cfg.model_dump(), lv.config.model_dump()
-        changed = {k: v for k, v in new.items() if old[k] != v}
+        # dp has no flag: it follows from --gpus / (tp · pp) (the test below runs that too)
+        changed = {k: v for k, v in new.items() if old[k] != v and k != "dp"}
         assert changed, lv.change
         for field, value in changed.items():
             assert asked.get(field) == value, (lv.change, lv.flags, field)
+
+
+def _argv_of(cfg: TrainConfig, model: str, gpu: str) -> list[str]:
+    """The explain command line that makes ``cfg`` (every field that differs from the default)."""
+    default = TrainConfig().model_dump()
+    argv = ["--model", model, "--gpu", gpu, "--gpus", str(cfg.gpus)]
+    for field, value in cfg.model_dump().items():
+        if field == "dp" or (field != "backend" and value == default[field]):
+            continue
+        if field == "backend" and value == cfg.inferred_backend():
+            continue
+        argv += flags_of({field: value}).split()
+    return argv
+
+
+def _random_base(rng: random.Random) -> TrainConfig | None:
+    method = rng.choice(["full", "full", "lora", "qlora"])
+    try:
+        cfg = TrainConfig(
+            method=method,
+            quant=rng.choice(["nf4", "nf4-dq"]) if method == "qlora" else "none",
+            recipe=rng.choice(["bf16-master", "bf16-torch", "amp"]),
+            optimizer=rng.choice(["adamw", "adamw-8bit", "sgd"]),
+            micro_batch=rng.choice([1, 2, 4, 8]),
+            seq_len=rng.choice([1024, 2048, 4096]),
+            grad_accum=rng.choice([1, 4]),
+            checkpointing=rng.choice(["none", "full"]),
+            attention=rng.choice(["flash", "sdpa", "eager"]),
+            loss=rng.choice(["standard", "fused"]),
+            zero=rng.choice([0, 1, 2, 3]),
+            tp=rng.choice([1, 1, 2]),
+            dp=rng.choice([1, 2, 4, 8]),
+        )
+    except (FitplanError, ValueError):
+        return None
+    return cfg if cfg.backend_problem() is None else None
+
+
+def test_every_printed_lever_run_as_printed_saves_what_it_says():
+    """A few hundred random runnable configurations (seeded): each printed lever's flags, run
+    through the explain parser on top of the base command line, give the configuration the lever
+    was costed on, and its total is the base total less the printed saving."""
+    from searcher.inputs import explain_config
+
+    rng = random.Random(11)
+    parser = _explain_parser()
+    checked = 0
+    for model, gpu in (("llama-3.1-8b", "a100-80gb"), ("qwen2.5-0.5b", "rtx-4090")):
+        spec, card = resolve_model(model), resolve_gpu(gpu)
+        bases = [b for b in (_random_base(rng) for _ in range(300)) if b is not None]
+        for base in bases[:120]:
+            argv = _argv_of(base, model, gpu)
+            _s, _g, again, _h, _n = explain_config(parser.parse_args(argv))
+            assert again == base, argv
+            total = breakdown_of(spec, [base], card)[0].total
+            for lv in advise(spec, base, card).levers:
+                _s, _g, made, _h, _n = explain_config(parser.parse_args(argv + lv.flags.split()))
+                assert made == lv.config, (argv, lv.change, lv.flags)
+                new_total = breakdown_of(spec, [made], card)[0].total
+                assert total - new_total == lv.saves, (argv, lv.flags)
+                checked += 1
+    assert checked > 300

@@ -9,7 +9,7 @@ from typing import Any
 from searcher.emitters.base import Emission, EmitOptions, EmittedFile
 from searcher.emitters.common import out_path, plan_file, raw_path
 from searcher.emitters.hf_script import ds_json_text, render_train_py
-from searcher.emitters.hf_settings import HF_KNOBS, hf_settings
+from searcher.emitters.hf_settings import HF_BACKENDS, HF_KNOBS, hf_settings
 from searcher.emitters.plan import Plan
 
 KNOBS = {
@@ -30,6 +30,7 @@ class AccelerateEmitter:
         "accelerate_config.yaml (FSDP / DeepSpeed plugin / DDP) + train.py, via accelerate launch"
     )
     knobs = KNOBS
+    backends = HF_BACKENDS
 
     def emit(self, plan: Plan, options: EmitOptions) -> Emission:
         import yaml

@@ -37,6 +37,8 @@ KNOBS = {
     "pp": "refused above 1 (axolotl has no pipeline parallelism)",
     "dp": "axolotl train --launcher torchrun -- --nnodes N --nproc_per_node P",
     "optimizer_in_backward": "refused (the HF Trainer under axolotl steps after backward)",
+    "backend": "single / ddp; deepspeed: deepspeed: ds_config.json; fsdp2: fsdp_config "
+    "fsdp_version 2; fsdp1 and megatron refused",
 }
 
 
@@ -44,6 +46,7 @@ class AxolotlEmitter:
     name = "axolotl"
     summary = "axolotl.yaml (+ ds_config.json), launched with axolotl train"
     knobs = KNOBS
+    backends = ("single", "ddp", "deepspeed", "fsdp2")
 
     def emit(self, plan: Plan, options: EmitOptions) -> Emission:
         cfg = plan.config

@@ -33,6 +33,7 @@ class DeepSpeedEmitter:
     name = "deepspeed"
     summary = "ds_config.json + train.py, launched with the deepspeed launcher"
     knobs = KNOBS
+    backends = ("deepspeed",)
 
     def emit(self, plan: Plan, options: EmitOptions) -> Emission:
         s = hf_settings(plan, options, self.name, backend="deepspeed")

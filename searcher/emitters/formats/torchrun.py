@@ -6,7 +6,7 @@ from __future__ import annotations
 from searcher.emitters.base import Emission, EmitOptions, EmittedFile
 from searcher.emitters.common import out_path, plan_file
 from searcher.emitters.hf_script import ds_json_text, render_train_py
-from searcher.emitters.hf_settings import HF_KNOBS, hf_settings
+from searcher.emitters.hf_settings import HF_BACKENDS, HF_KNOBS, hf_settings
 from searcher.emitters.plan import Plan
 
 KNOBS = {**HF_KNOBS, "dp": "torchrun --nproc_per_node × --nnodes = dp processes"}
@@ -16,6 +16,7 @@ class TorchrunEmitter:
     name = "torchrun"
     summary = "launch_torchrun.sh: torchrun --nproc_per_node/--nnodes for the hf script (train.py)"
     knobs = KNOBS
+    backends = HF_BACKENDS
 
     def emit(self, plan: Plan, options: EmitOptions) -> Emission:
         s = hf_settings(plan, options, self.name)

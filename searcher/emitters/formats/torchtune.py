@@ -45,6 +45,8 @@ KNOBS = {
     "pp": "refused above 1 (no pipeline parallelism in torchtune recipes)",
     "dp": "tune run --nproc_per_node × --nnodes",
     "optimizer_in_backward": "optimizer_in_bwd=True (full fine-tune recipes)",
+    "backend": "single: *_single_device recipes; ddp: data_parallel_replicate_dim; fsdp2: the "
+    "distributed recipes (FSDP2 + tensor parallel); deepspeed, fsdp1, megatron refused",
 }
 
 LOSSES = {
@@ -326,6 +328,7 @@ class TorchtuneEmitter:
     name = "torchtune"
     summary = "torchtune.sh: tune run RECIPE --config BUILTIN with the plan's key=value overrides"
     knobs = KNOBS
+    backends = ("single", "ddp", "fsdp2")
 
     def emit(self, plan: Plan, options: EmitOptions) -> Emission:
         recipe, config, overrides, removals = torchtune_run(plan, options, self.name)

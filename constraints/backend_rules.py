@@ -1,0 +1,49 @@
+"""The capability table as a vectorised rule: which rows of a batch their backend runs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from constraints.backends import BACKEND_CODE, BACKEND_NAMES, table
+from constraints.config import LOSSES, METHODS, OFFLOADS, OPTIMIZER_NAMES, RECIPE_NAMES, ConfigBatch
+
+
+def _codes(names: tuple[str, ...], allowed: Any) -> np.ndarray:
+    return np.array([allowed == "all" or n in allowed for n in names], dtype=bool)
+
+
+def runnable_mask(batch: ConfigBatch) -> np.ndarray:
+    """True where the row's backend runs the row's combination (vectorised :func:`why_not`)."""
+    ok = np.zeros(len(batch), dtype=bool)
+    gpus = batch.gpus
+    for name in BACKEND_NAMES:
+        sel = batch.backend == BACKEND_CODE[name]
+        if not sel.any():
+            continue
+        b = table()[name]
+        good = np.ones(len(batch), dtype=bool)
+        if b["gpus"] == "one":
+            good &= gpus == 1
+        if b["gpus"] == "many":
+            good &= gpus > 1
+        good &= np.isin(batch.zero, b["zero"])
+        good &= _codes(OFFLOADS, b["offload"])[batch.offload]
+        if not b["tp"]:
+            good &= batch.tp == 1
+        elif "tp_methods" in b:
+            good &= (batch.tp == 1) | _codes(METHODS, b["tp_methods"])[batch.method]
+        if not b["pp"]:
+            good &= batch.pp == 1
+        good &= _codes(METHODS, b["methods"])[batch.method]
+        good &= _codes(RECIPE_NAMES, b["recipes"])[batch.recipe]
+        for rec, stages in b.get("recipes_need_zero", {}).items():
+            good &= (batch.recipe != RECIPE_NAMES.index(rec)) | np.isin(batch.zero, stages)
+        good &= _codes(OPTIMIZER_NAMES, b["optimizers"])[batch.optimizer]
+        if "losses" in b:
+            good &= _codes(LOSSES, b["losses"])[batch.loss]
+        if not b["optimizer_in_backward"]:
+            good &= ~batch.opt_in_bwd
+        ok |= sel & good
+    return ok
