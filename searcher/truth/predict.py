@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from constraints.config import TrainConfig
 from constraints.gpus import GpuSpec
 from constraints.models import ModelSpec
 from searcher.truth.cases import MemoryCase, ThroughputCase
@@ -86,7 +87,8 @@ def predict_throughput(
     out = np.zeros(len(cases))
     for (spec, gpu, per_node, inter), idx in groups.items():
         batch = ConfigBatch.from_configs([cases[i].config for i in idx])  # type: ignore[misc]
-        mem = _memory_cached(spec, batch, gpu, tuple(idx), memory_arrays)
+        configs = tuple(cases[i].config for i in idx)
+        mem = _memory_cached(spec, batch, gpu, configs, memory_arrays)  # type: ignore[arg-type]
         t = throughput_arrays(
             spec,
             batch,
@@ -100,11 +102,16 @@ def predict_throughput(
     return [ThroughputResult(c, float(v)) for c, v in zip(cases, out, strict=True)]
 
 
+#: memory arrays of a group of cases, keyed on everything they depend on: the model, the GPU and
+#: the whole configuration of every row (method, ZeRO, TP/PP, dtypes... — TrainConfig is frozen
+#: and hashable). The fit calls ``predict_throughput`` many times on the same cases.
 _MEM_CACHE: dict[tuple[Any, ...], Any] = {}
 
 
-def _memory_cached(spec: ModelSpec, batch: Any, gpu: GpuSpec, key: tuple[int, ...], fn: Any) -> Any:
-    k = (spec, gpu, key, tuple(batch.micro_batch), tuple(batch.seq_len), tuple(batch.checkpointing))
+def _memory_cached(
+    spec: ModelSpec, batch: Any, gpu: GpuSpec, configs: tuple[TrainConfig, ...], fn: Any
+) -> Any:
+    k = (spec, gpu, configs)
     if k not in _MEM_CACHE:
         _MEM_CACHE[k] = fn(spec, batch, gpu)
     return _MEM_CACHE[k]
