@@ -83,7 +83,16 @@ def config_fields_from_args(
 ) -> tuple[dict[str, Any], list[str]]:
     """The knobs the user set (for explain: all of them, with defaults filled in later)."""
     notes: list[str] = []
-    for flag in ("rank", "micro_batch", "seq_len", "grad_accum", "tp", "pp", "gpus"):
+    for flag in (
+        "rank",
+        "micro_batch",
+        "seq_len",
+        "grad_accum",
+        "tp",
+        "pp",
+        "gpus",
+        "virtual_stages",
+    ):
         _positive("--" + flag.replace("_", "-"), getattr(args, flag, None))
     method = args.method
     quant = args.quant.lower() if args.quant else None
@@ -133,6 +142,10 @@ def config_fields_from_args(
         "tp": args.tp,
         "pp": args.pp,
         "optimizer_in_backward": True if args.optimizer_in_backward else None,
+        "kernels": getattr(args, "kernels", None),
+        "fp8_recipe": getattr(args, "fp8_recipe", None),
+        "tp_comm_overlap": True if getattr(args, "tp_comm_overlap", False) else None,
+        "virtual_stages": getattr(args, "virtual_stages", None),
     }
     if (
         fields["compute_dtype"] is None

@@ -43,7 +43,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from constraints import constants as C  # noqa: E402
-from constraints import throughput as T  # noqa: E402
+from constraints import throughput_constants as T  # noqa: E402
 from constraints.units import GiB, MiB  # noqa: E402
 from searcher.truth import accuracy as A  # noqa: E402
 from searcher.truth import cases as K  # noqa: E402

@@ -112,6 +112,24 @@ def _config_args(p: argparse.ArgumentParser, search: bool = False) -> None:
         "--optimizer-in-backward", action="store_true", help="step inside backward (torchtune)"
     )
     g.add_argument(
+        "--kernels",
+        choices=["eager", "compile", "te", "liger"],
+        help="kernel stack: PyTorch eager, torch.compile, Transformer Engine, Liger (speed only)",
+    )
+    g.add_argument(
+        "--fp8-recipe",
+        choices=["tensorwise", "rowwise", "te-delayed", "te-current", "mxfp8"],
+        help="fp8 scaling recipe with --compute-dtype fp8 (default tensorwise)",
+    )
+    g.add_argument(
+        "--tp-comm-overlap",
+        action="store_true",
+        help="overlap tensor-parallel communication with the GEMMs (async TP / Megatron)",
+    )
+    g.add_argument(
+        "--virtual-stages", type=int, help="interleaved 1F1B: virtual pipeline stages per rank"
+    )
+    g.add_argument(
         "--allow-long-seq", action="store_true", help="allow --seq-len beyond the model's context"
     )
 

@@ -52,6 +52,10 @@ FLAG_OF_FIELD: dict[str, str] = {
     "tp": "--tp",
     "pp": "--pp",
     "optimizer_in_backward": "--optimizer-in-backward",
+    "kernels": "--kernels",
+    "fp8_recipe": "--fp8-recipe",
+    "tp_comm_overlap": "--tp-comm-overlap",
+    "virtual_stages": "--virtual-stages",
 }
 
 #: (field, value) pairs the CLI has a shorter switch for (``--fused-ce`` = ``--loss fused``).

@@ -183,6 +183,10 @@ def sharding_options(problem: SearchProblem, dp: int) -> list[tuple[int, str]]:
     return options
 
 
+#: knobs that change only the step time: a search keeps them as pinned (or at their defaults)
+SPEED_PINS = ("kernels", "fp8_recipe", "tp_comm_overlap", "virtual_stages")
+
+
 def static_variants(problem: SearchProblem) -> list[dict[str, Any]]:
     """Every combination of the knobs that do not depend on the layout, per method family."""
     v = knob_values(problem)
@@ -214,6 +218,8 @@ def static_variants(problem: SearchProblem) -> list[dict[str, Any]]:
                     "attention": v["attention"][0],
                     "loss": loss,
                     "optimizer_in_backward": oib,
+                    # speed knobs: not searched, pinned or their defaults
+                    **{k: problem.pins[k] for k in SPEED_PINS if k in problem.pins},
                 }
             )
     return out

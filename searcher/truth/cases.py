@@ -117,6 +117,8 @@ class ThroughputCase:
     gpu: GpuSpec | None = None
     gpus_per_node: int = 8
     inter_node_gb_s: float = 50.0
+    #: GPUs per NVLink domain when it spans nodes (None: the GPU row's, else the node)
+    nvlink_domain: int | None = None
     measured_tokens_per_s_per_gpu: float = 0.0
     assumptions: tuple[str, ...] = ()
     excluded: str | None = None

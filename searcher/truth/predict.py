@@ -70,9 +70,7 @@ class ThroughputResult:
         return self.predicted_tokens_per_s_per_gpu / self.case.measured_tokens_per_s_per_gpu - 1.0
 
 
-def predict_throughput(
-    cases: Sequence[ThroughputCase], **constants: float
-) -> list[ThroughputResult]:
+def predict_throughput(cases: Sequence[ThroughputCase], **constants: Any) -> list[ThroughputResult]:
     """Tokens/s per GPU of each case; ``constants`` override ETA_GEMM etc. (for the fit)."""
     import numpy as np
 
@@ -83,9 +81,11 @@ def predict_throughput(
     groups: dict[tuple[Any, ...], list[int]] = {}
     for i, c in enumerate(cases):
         assert c.spec is not None and c.gpu is not None
-        groups.setdefault((c.spec, c.gpu, c.gpus_per_node, c.inter_node_gb_s), []).append(i)
+        groups.setdefault(
+            (c.spec, c.gpu, c.gpus_per_node, c.inter_node_gb_s, c.nvlink_domain), []
+        ).append(i)
     out = np.zeros(len(cases))
-    for (spec, gpu, per_node, inter), idx in groups.items():
+    for (spec, gpu, per_node, inter, domain), idx in groups.items():
         batch = ConfigBatch.from_configs([cases[i].config for i in idx])  # type: ignore[misc]
         configs = tuple(cases[i].config for i in idx)
         mem = _memory_cached(spec, batch, gpu, configs, memory_arrays)  # type: ignore[arg-type]
@@ -95,6 +95,7 @@ def predict_throughput(
             gpu,
             gpus_per_node=per_node,
             inter_node_gb_s=inter,
+            nvlink_domain=domain,
             memory=mem,
             **constants,
         )

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from constraints import constants as C
-from constraints import throughput as T
+from constraints import throughput_constants as T
 from constraints.units import GB, GiB, MiB
 from searcher.cli import main
 from searcher.truth import accuracy as A
