@@ -173,9 +173,22 @@ def parallel_layout(gpus: int | None, tp: int, pp: int) -> int:
     return gpus // (tp * pp)
 
 
+def _check_topology(args: argparse.Namespace) -> None:
+    """The step time's network options: positive numbers, or one clear line."""
+    _positive("--gpus-per-node", getattr(args, "gpus_per_node", None))
+    _positive("--nvlink-domain", getattr(args, "nvlink_domain", None))
+    inter = getattr(args, "inter_node_gb_s", None)
+    if inter is not None and not inter > 0:
+        raise FitplanError(
+            f"--inter-node-gb-s must be a positive bandwidth in GB/s, got {inter}",
+            "e.g. --inter-node-gb-s 50 for 400 Gb/s per GPU",
+        )
+
+
 def explain_config(args: argparse.Namespace):
     from constraints.config import TrainConfig
 
+    _check_topology(args)
     spec = model_from_args(args)
     gpu = gpu_from_args(args)
     headroom = headroom_from_args(args)

@@ -134,6 +134,22 @@ def _config_args(p: argparse.ArgumentParser, search: bool = False) -> None:
     )
 
 
+def _topology_args(p: argparse.ArgumentParser) -> None:
+    """The network the step time of one configuration assumes (explain)."""
+    g = p.add_argument_group("topology (step time)")
+    g.add_argument("--gpus-per-node", type=int, default=8, help="GPUs per node (default 8)")
+    g.add_argument(
+        "--inter-node-gb-s",
+        type=float,
+        help="network bandwidth per GPU between nodes, GB/s (default 50 = 400 Gb/s)",
+    )
+    g.add_argument(
+        "--nvlink-domain",
+        type=int,
+        help="GPUs per NVLink domain when it spans nodes (72 for GB200 NVL72; default: the GPU's)",
+    )
+
+
 def _search_args(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("search")
     g.add_argument(
@@ -194,6 +210,7 @@ def build_parser() -> argparse.ArgumentParser:
     _model_args(p)
     _gpu_args(p)
     _config_args(p)
+    _topology_args(p)
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(handler="searcher.cli.commands:cmd_explain")
 
