@@ -64,6 +64,8 @@ class SearchProblem:
     cpu_ram_per_node: int = DEFAULT_CPU_RAM_PER_NODE
     gpus_per_node: int = 8
     inter_node_gb_s: float = 50.0
+    #: GPUs per NVLink domain when it spans nodes (None: the GPU row's, else the node)
+    nvlink_domain: int | None = None
     pins: dict[str, Any] = field(default_factory=dict)
     min_gpus: int = 1
     all_gpu_counts: bool = False
