@@ -56,6 +56,8 @@ from constraints.throughput_constants import (
     LAUNCH_PASSES_PER_FORWARD,
     LORA_FLOPS_PER_PARAM,
     LORA_MATMUL_PASSES,
+    LORA_OPS_PER_ADAPTED_LINEAR,
+    LORA_OPS_PER_ADAPTED_LINEAR_FUSED,
     LOSS_BYTES_PER_LOGIT,
     LOSS_PASSES,
     NCCL_EFFICIENCY,
@@ -173,6 +175,8 @@ def throughput_arrays(
     t_dequant = np.zeros(n)
     t_lora = np.zeros(n)
     t_cast = np.zeros(n)
+    adapted_ops = np.zeros(n)  # PEFT's extra kernels per forward, all adapted linears
+    lora_ops = np.where(eager_stack, LORA_OPS_PER_ADAPTED_LINEAR, LORA_OPS_PER_ADAPTED_LINEAR_FUSED)
     rank = batch.rank.astype(np.float64)
     for g in model_gemms(spec):
         tokens = T * g.token_share
@@ -223,6 +227,7 @@ def throughput_arrays(
             ad_bytes = tokens * (g.d_in + g.d_out + 2.0 * rank) * b_c
             ad = g.instances * _gemm_time(ad_flops, ad_bytes, peak16, bw, eta_gemm)
             t_lora += np.where(sel, ad * (LORA_MATMUL_PASSES + recompute), 0.0)
+            adapted_ops += np.where(sel, g.instances * lora_ops, 0.0)
 
     # ---- attention (bf16 under every fp8 recipe) ----
     if spec.arch == "raw":
@@ -253,8 +258,7 @@ def throughput_arrays(
     t_gemm = t_fwd * (1.0 + recompute) + t_bwd
     compute = t_gemm + t_attn + t_elem + t_loss + t_dequant + t_lora + t_cast
     launch = (
-        spec.total_layers
-        * stack_column(batch.kernels, "ops_per_layer_forward")
+        (spec.total_layers * stack_column(batch.kernels, "ops_per_layer_forward") + adapted_ops)
         * (LAUNCH_PASSES_PER_FORWARD + recompute)
         * CPU_OP_OVERHEAD_S
     )

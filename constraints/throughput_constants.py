@@ -81,6 +81,12 @@ DEQUANT_WRITE_BYTES_PER_WEIGHT = 2.0
 #: A LoRA adapter's small matmuls run forward, input-gradient and weight-gradient: 3 passes
 #: (+1 forward when checkpointing recomputes).
 LORA_MATMUL_PASSES = 3.0
+#: Kernels PEFT adds per adapted linear per forward in eager mode: the input cast to the adapter
+#: dtype, lora_A, lora_B, the scaling, the add and the cast back (peft/tuners/lora/layer.py
+#: Linear.forward; dropout with p = 0 is nn.Identity). Fused stacks keep the two matmuls and one
+#: fused scale-add: 3. Read from the source, not fitted.
+LORA_OPS_PER_ADAPTED_LINEAR = 6.0
+LORA_OPS_PER_ADAPTED_LINEAR_FUSED = 3.0
 #: Kernel launches per step in forward units: forward 1, backward ≈ 2 (OPS_PER_LAYER_FORWARD).
 LAUNCH_PASSES_PER_FORWARD = 3.0
 #: Memory traffic of eager attention per score element per layer, bytes: the fp32 scores written
