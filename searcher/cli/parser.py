@@ -11,6 +11,7 @@ from searcher.cli.fleet import register as register_fleet
 from searcher.cli.launch import add_emit_args
 from searcher.cli.launch import register as register_launch
 from searcher.cli.serve import register as register_serve
+from searcher.cli.speed_args import add_speed_args, add_topology_args
 
 EXAMPLES = """\
 examples:
@@ -113,42 +114,9 @@ def _config_args(p: argparse.ArgumentParser, search: bool = False) -> None:
     g.add_argument(
         "--optimizer-in-backward", action="store_true", help="step inside backward (torchtune)"
     )
-    g.add_argument(
-        "--kernels",
-        choices=["eager", "compile", "te", "liger"],
-        help="kernel stack: PyTorch eager, torch.compile, Transformer Engine, Liger (speed only)",
-    )
-    g.add_argument(
-        "--fp8-recipe",
-        choices=["tensorwise", "rowwise", "te-delayed", "te-current", "mxfp8"],
-        help="fp8 scaling recipe with --compute-dtype fp8 (default tensorwise)",
-    )
-    g.add_argument(
-        "--tp-comm-overlap",
-        action="store_true",
-        help="overlap tensor-parallel communication with the GEMMs (async TP / Megatron)",
-    )
-    g.add_argument(
-        "--virtual-stages", type=int, help="interleaved 1F1B: virtual pipeline stages per rank"
-    )
+    add_speed_args(g)
     g.add_argument(
         "--allow-long-seq", action="store_true", help="allow --seq-len beyond the model's context"
-    )
-
-
-def _topology_args(p: argparse.ArgumentParser) -> None:
-    """The network the step time of one configuration assumes (explain)."""
-    g = p.add_argument_group("topology (step time)")
-    g.add_argument("--gpus-per-node", type=int, default=8, help="GPUs per node (default 8)")
-    g.add_argument(
-        "--inter-node-gb-s",
-        type=float,
-        help="network bandwidth per GPU between nodes, GB/s (default 50 = 400 Gb/s)",
-    )
-    g.add_argument(
-        "--nvlink-domain",
-        type=int,
-        help="GPUs per NVLink domain when it spans nodes (72 for GB200 NVL72; default: the GPU's)",
     )
 
 
@@ -222,7 +190,7 @@ def build_parser() -> argparse.ArgumentParser:
     _model_args(p)
     _gpu_args(p)
     _config_args(p)
-    _topology_args(p)
+    add_topology_args(p)
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument(
         "--exact",
