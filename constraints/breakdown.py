@@ -23,6 +23,7 @@ from constraints.hardware import describe, hardware_mask
 from constraints.memory import PARTS, PHASES, TERMS, memory_arrays
 from constraints.models import ModelSpec
 from constraints.params import total_params
+from constraints.speed import StepTime, speed_of
 
 NumberOrArray = TypeVar("NumberOrArray", int, float, np.ndarray)
 
@@ -101,6 +102,8 @@ class Explanation(BaseModel):
     breakdown: MemoryBreakdown
     verdict: Verdict
     notes: tuple[str, ...]
+    #: step time, tokens/s, MFU and the step's parts (whether the configuration fits or not)
+    speed: StepTime | None = None
 
 
 def breakdown_of(
@@ -170,7 +173,14 @@ def verdict_of(
 
 
 def explain(
-    spec: ModelSpec, cfg: TrainConfig, gpu: GpuSpec, headroom: float = C.DEFAULT_HEADROOM
+    spec: ModelSpec,
+    cfg: TrainConfig,
+    gpu: GpuSpec,
+    headroom: float = C.DEFAULT_HEADROOM,
+    *,
+    gpus_per_node: int = 8,
+    inter_node_gb_s: float | None = None,
+    nvlink_domain: int | None = None,
 ) -> Explanation:
     b = breakdown_of(spec, [cfg], gpu)[0]
     mask = int(hardware_mask(spec, ConfigBatch.from_configs([cfg]), gpu)[0])
@@ -222,4 +232,15 @@ def explain(
         breakdown=b,
         verdict=verdict,
         notes=tuple(notes),
+        # a card known only by its memory (--gpu 24GiB) has no compute or bandwidth to time
+        speed=None
+        if gpu.custom
+        else speed_of(
+            spec,
+            cfg,
+            gpu,
+            gpus_per_node=gpus_per_node,
+            **({"inter_node_gb_s": inter_node_gb_s} if inter_node_gb_s else {}),
+            nvlink_domain=nvlink_domain,
+        ),
     )

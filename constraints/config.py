@@ -37,6 +37,12 @@ CHECKPOINTING = ("none", "selective", "full")
 ATTENTION = ("flash", "sdpa", "eager")
 LOSSES = ("standard", "chunked", "fused")
 OFFLOADS = ("none", "optimizer", "all")
+#: kernel stacks (constraints/kernels.py): PyTorch eager, torch.compile (inductor), Transformer
+#: Engine fused modules (Megatron / NeMo), Liger kernels (fused norm, SwiGLU, RoPE, linear-CE)
+KERNELS = ("eager", "compile", "te", "liger")
+#: fp8 scaling recipes (constraints/fp8.py): torchao tensorwise / rowwise, TE delayed / current
+#: scaling, MXFP8 (Blackwell block scaling)
+FP8_RECIPES = ("tensorwise", "rowwise", "te-delayed", "te-current", "mxfp8")
 OPTIMIZER_NAMES = tuple(OPTIMIZERS)
 QUANT_NAMES = tuple(QUANTS)
 RECIPE_NAMES = tuple(RECIPES)
@@ -64,8 +70,18 @@ _INT_COLUMNS = (
     "weight_override",
     "adapter_override",
     "backend",
+    "kernels",
+    "fp8_recipe",
+    "virtual_stages",
 )
-_BOOL_COLUMNS = ("lora_dropout", "compute_is_fp16", "compute_is_fp8", "autocast", "opt_in_bwd")
+_BOOL_COLUMNS = (
+    "lora_dropout",
+    "compute_is_fp16",
+    "compute_is_fp8",
+    "autocast",
+    "opt_in_bwd",
+    "tp_overlap",
+)
 _FLOAT_COLUMNS = (
     "weight_bytes",
     "grad_bytes",
@@ -110,6 +126,15 @@ class TrainConfig(BaseModel):
     optimizer_in_backward: bool = False
     # ---- issue 11: the training framework (constraints/backends.py); None = inferred
     backend: Literal["single", "ddp", "deepspeed", "fsdp2", "fsdp1", "megatron"] | None = None
+    # ---- speed knobs (issue 12): they change the step time, not the memory ----
+    #: kernel stack: eager, compile (torch.compile), te (Transformer Engine), liger
+    kernels: Literal["eager", "compile", "te", "liger"] = "eager"
+    #: fp8 scaling recipe, used when the compute dtype is fp8
+    fp8_recipe: Literal["tensorwise", "rowwise", "te-delayed", "te-current", "mxfp8"] = "tensorwise"
+    #: tensor-parallel communication overlapped with the GEMMs (Megatron tp_comm_overlap, async TP)
+    tp_comm_overlap: bool = False
+    #: virtual pipeline stages per rank (interleaved 1F1B); 1 = plain 1F1B
+    virtual_stages: int = Field(default=1, ge=1, le=128)
 
     @model_validator(mode="after")
     def _consistent(self) -> TrainConfig:
@@ -247,6 +272,10 @@ class TrainConfig(BaseModel):
             if self.adapter_dtype
             else -1,
             "backend": BACKEND_CODE[str(self.backend)],
+            "kernels": KERNELS.index(self.kernels),
+            "fp8_recipe": FP8_RECIPES.index(self.fp8_recipe),
+            "tp_overlap": self.tp_comm_overlap,
+            "virtual_stages": self.virtual_stages,
         }
 
 
@@ -260,6 +289,8 @@ CODE: dict[str, dict[str, int]] = {
     "optimizer": {o: i for i, o in enumerate(OPTIMIZER_NAMES)},
     "quant": {q: i for i, q in enumerate(QUANT_NAMES)},
     "recipe": {r: i for i, r in enumerate(RECIPE_NAMES)},
+    "kernels": {k: i for i, k in enumerate(KERNELS)},
+    "fp8_recipe": {r: i for i, r in enumerate(FP8_RECIPES)},
 }
 
 
@@ -300,6 +331,10 @@ class ConfigBatch:
     weight_override: np.ndarray
     adapter_override: np.ndarray
     backend: np.ndarray
+    kernels: np.ndarray
+    fp8_recipe: np.ndarray
+    tp_overlap: np.ndarray
+    virtual_stages: np.ndarray
     target_names: tuple[str, ...] = ("all-linear",)
 
     def __len__(self) -> int:
@@ -347,6 +382,10 @@ class ConfigBatch:
             dp=int(self.dp[i]),
             optimizer_in_backward=bool(self.opt_in_bwd[i]),
             backend=BACKEND_NAMES[int(self.backend[i])],  # type: ignore[arg-type]
+            kernels=KERNELS[int(self.kernels[i])],  # type: ignore[arg-type]
+            fp8_recipe=FP8_RECIPES[int(self.fp8_recipe[i])],  # type: ignore[arg-type]
+            tp_comm_overlap=bool(self.tp_overlap[i]),
+            virtual_stages=int(self.virtual_stages[i]),
         )
 
     @classmethod

@@ -46,6 +46,8 @@ class GpuSpec(BaseModel):
     supports_fp8: bool = False
     supports_flash_attention: bool = True
     usd_per_gpu_hour: float | None = None
+    #: GPUs one NVLink domain joins when it spans more than a node (72 for GB200 NVL72); 0: the node
+    nvlink_domain: int = Field(default=0, ge=0)
     source: str = ""
     notes: str = ""
     custom: bool = False
@@ -107,6 +109,7 @@ def gpu_catalog() -> dict[str, GpuSpec]:
             supports_fp8=row["fp8"] == "yes",
             supports_flash_attention=row["flash_attention"] == "yes",
             usd_per_gpu_hour=_num(row["usd_per_gpu_hour"]) or None,
+            nvlink_domain=int(_num(row.get("nvlink_domain") or "")),
             source=row["source"],
             notes=row["notes"],
         )

@@ -8,29 +8,35 @@ softmax, dropout, casts) is memory-bound: ``k_elem`` × the activation bytes the
 the bandwidth. Backward is dgrad (+ wgrad where the weight trains: LoRA skips it for the frozen
 base); recomputation adds a forward. QLoRA dequantises each 4-bit weight to 16-bit per pass.
 
-    step = (accumulation + pp − 1) × micro-batch time per stage      (1F1B: the bubble)
+    step = (accumulation + (pp − 1)/vp) × micro-batch time per stage  (interleaved 1F1B bubble)
            where a micro-batch takes max(GPU time, host launch time) (launches are asynchronous)
-         + exposed communication (DP all-reduce / ZeRO-3 gathers beyond what backward hides,
-           TP all-reduces per layer, never hidden)
+         + exposed communication (DP all-reduce / ZeRO-3 gathers beyond what backward hides;
+           TP all-reduces per layer, hidden behind the GEMMs only with comm overlap / async TP;
+           collectives from topology: constraints/collectives.py)
          + optimizer step (memory-bound over the states; CPU Adam + PCIe when offloaded)
 
-The three efficiencies are the only fitted constants (``tools/calibrate.py``, fitted to
+The kernel stack (eager / compile / te / liger: constraints/kernels.py) sets the elementwise
+traffic, the launches and the attention kernel; fp8 recipes (constraints/fp8.py) say which GEMMs
+run at the fp8 rate and what scaling costs. The three efficiencies are the only fitted constants (``tools/calibrate.py``, fitted to
 ``constraints/data/calibration/measured_throughput.csv``; see docs/calibration.md).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from functools import cache
 
 import numpy as np
 
+from constraints.collectives import collective_seconds, intra_node_bandwidth, nvlink_domain_size
 from constraints.config import CODE, ConfigBatch
+from constraints.fp8 import fp8_column
+from constraints.gemms import model_gemms
 from constraints.gpus import GpuSpec
+from constraints.kernels import attention_share, stack_column
 from constraints.memory import memory_arrays
 from constraints.model_states import model_facts
 from constraints.models import ModelSpec
-from constraints.params import group_key, inventory, lora_target_groups
+from constraints.params import group_key, lora_target_groups
 from constraints.throughput_constants import (
     ATTENTION_BACKWARD_PER_FORWARD,
     ATTENTION_FLOPS_PER_SCORE,
@@ -45,25 +51,27 @@ from constraints.throughput_constants import (
     ELEMENTWISE_RECOMPUTE_SHARE,
     ETA_ATTENTION,
     ETA_GEMM,
-    FA2_HOPPER_SHARE,
     FLOPS_PER_MAC,
-    K_ELEMENTWISE,
+    FP8_BYTES,
     LAUNCH_PASSES_PER_FORWARD,
     LORA_FLOPS_PER_PARAM,
     LORA_MATMUL_PASSES,
+    LORA_OPS_PER_ADAPTED_LINEAR,
+    LORA_OPS_PER_ADAPTED_LINEAR_FUSED,
     LOSS_BYTES_PER_LOGIT,
     LOSS_PASSES,
     NCCL_EFFICIENCY,
-    OPS_PER_LAYER_FORWARD,
     PCIE_EFFICIENCY,
     QUANT_READ_BYTES_PER_WEIGHT,
     RING_ALL_REDUCE_FACTOR,
     STEP_OVERHEAD_S,
     TP_ALL_REDUCES_PER_LAYER,
+    TP_OVERLAP_SHARE,
     TRAINING_FLOPS_PER_PARAM,
 )
 
 __all__ = [
+    "DECOMPOSITION",
     "DEFAULT_INTER_NODE_GB_S",
     "collective_seconds",
     "intra_node_bandwidth",
@@ -72,98 +80,44 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True)
-class Gemm:
-    """A linear of the model: ``layers × per_layer`` weight instances of d_in × d_out, each
-    multiplying ``token_share`` of the micro-batch's tokens (k/E for a routed expert)."""
-
-    key: str
-    d_in: int
-    d_out: int
-    layers: int
-    per_layer: int
-    token_share: float
-    quantizable: bool
-
-    @property
-    def instances(self) -> int:
-        return self.layers * self.per_layer
-
-    @property
-    def params_per_token(self) -> float:
-        """Weight elements one token multiplies by in this group."""
-        return self.d_in * self.d_out * self.instances * self.token_share
-
-
-@cache
-def model_gemms(spec: ModelSpec) -> tuple[Gemm, ...]:
-    inv = inventory(spec)
-    if spec.arch == "raw":
-        h = max(spec.hidden, 1)
-        per_layer = (spec.raw_params or 0) / max(spec.layers, 1)
-        return (Gemm("raw", h, max(1, int(per_layer // h)), spec.layers, 1, 1.0, True),)
-    out: list[Gemm] = []
-    for g in inv.groups:
-        if not g.is_linear:
-            continue
-        layers = inv.blocks[g.block] if g.block else 1
-        share = spec.experts_per_token / g.per_block if g.role == "expert" else 1.0
-        out.append(
-            Gemm(
-                group_key(spec, g.name, g.block),
-                g.d_in,
-                g.d_out,
-                layers,
-                g.per_block,
-                share,
-                bool(g.block),
-            )
-        )
-    if spec.arch != "encoder":
-        out.append(Gemm("lm_head", spec.hidden, spec.vocab, 1, 1, 1.0, False))
-    return tuple(out)
+#: The step's parts that ``throughput_arrays`` returns, seconds per optimizer step (GEMM groups
+#: come beside them as ``gemm:<group>_s``); they add up to ``step_time_s``.
+DECOMPOSITION = (
+    "gemm_s",
+    "lora_s",
+    "attention_s",
+    "elementwise_s",
+    "loss_s",
+    "fp8_cast_s",
+    "dequant_s",
+    "launch_s",
+    "bubble_s",
+    "dp_comm_s",
+    "tp_comm_s",
+    "pp_comm_s",
+    "optimizer_s",
+    "offload_s",
+    "overhead_s",
+)
 
 
 def _gemm_time(
-    flops: np.ndarray, nbytes: np.ndarray, peak: np.ndarray, bw: float, eta: float
+    flops: np.ndarray, nbytes: np.ndarray, peak: np.ndarray, bw: float, eta: float | np.ndarray
 ) -> np.ndarray:
     return np.maximum(flops / (peak * eta), nbytes / bw)
 
 
-def _peak_flops(gpu: GpuSpec, batch: ConfigBatch) -> np.ndarray:
+def _peak_flops(gpu: GpuSpec, batch: ConfigBatch, *, fp8: bool = True) -> np.ndarray:
+    """Dense peak of each row's compute dtype; ``fp8=False``: the 16-bit peak where the row is
+    fp8 (attention and the head stay bf16 under every fp8 recipe)."""
     bf16 = gpu.bf16_tflops or gpu.fp16_tflops
     fp16 = gpu.fp16_tflops or bf16
     fp32 = gpu.tf32_tflops or gpu.fp32_tflops
-    fp8 = gpu.fp8_tflops or bf16
+    fp8_peak = gpu.fp8_tflops or bf16
     peak = np.where(batch.compute_bytes >= 4, fp32, np.where(batch.compute_is_fp16, fp16, bf16))
-    peak = np.where(batch.compute_is_fp8, fp8, peak)
+    if fp8:
+        peak = np.where(batch.compute_is_fp8, fp8_peak, peak)
     return np.maximum(peak, 1e-3) * 1e12
-
-
-def intra_node_bandwidth(gpu: GpuSpec) -> float:
-    """Bytes/s a GPU moves to its node's peers: NVLink where it has one, else PCIe."""
-    intra = gpu.interconnect_gb_s if gpu.interconnect_gb_s > 0 else gpu.pcie_gb_s * PCIE_EFFICIENCY
-    return intra * 1e9 * NCCL_EFFICIENCY
-
-
-def collective_seconds(
-    volume: np.ndarray,
-    ranks: np.ndarray,
-    ranks_per_node: np.ndarray,
-    intra: float,
-    inter: float,
-) -> np.ndarray:
-    """Time of a ring-style collective whose per-rank traffic is ``volume`` × (n − 1)/n.
-
-    Hierarchical (as NCCL runs across nodes): the ranks of one node exchange over NVLink/PCIe,
-    and only the share that belongs to other nodes crosses each GPU's network link:
-    ``max(volume·(g−1)/g / intra, volume·(N−1)/N / inter)`` for g ranks per node and N nodes.
-    """
-    g = np.maximum(np.minimum(ranks_per_node, ranks), 1.0)
-    nodes = np.maximum(ranks / g, 1.0)
-    t_intra = volume * (g - 1.0) / g / intra
-    t_inter = volume * (nodes - 1.0) / nodes / inter
-    return np.where(ranks > 1, np.maximum(t_intra, t_inter), 0.0)
 
 
 def throughput_arrays(
@@ -173,46 +127,87 @@ def throughput_arrays(
     *,
     gpus_per_node: int = 8,
     inter_node_gb_s: float = DEFAULT_INTER_NODE_GB_S,
+    nvlink_domain: int | None = None,
     memory: dict[str, np.ndarray] | None = None,
     eta_gemm: float = ETA_GEMM,
     eta_attention: float = ETA_ATTENTION,
-    k_elementwise: float = K_ELEMENTWISE,
+    k_elementwise: float | None = None,
 ) -> dict[str, np.ndarray]:
-    """Step time (s) and its parts, tokens/s (all GPUs), MFU and $ per million tokens."""
+    """Step time (s) and its parts (DECOMPOSITION), tokens/s (all GPUs), MFU and $ per million
+    tokens. ``inter_node_gb_s``: network bandwidth per GPU (one NIC each); ``nvlink_domain``: GPUs
+    per NVLink domain when it spans nodes (default: the GPU row's, else the node);
+    ``k_elementwise`` overrides the eager stack's elementwise factor (for the fit)."""
     n = len(batch)
     mem = memory if memory is not None else memory_arrays(spec, batch, gpu)
     f = model_facts(spec)
     peak = _peak_flops(gpu, batch)
+    peak16 = _peak_flops(gpu, batch, fp8=False)
     bw = gpu.bandwidth_gb_s * 1e9
     tp = batch.tp.astype(np.float64)
     pp = batch.pp.astype(np.float64)
     dp = batch.dp.astype(np.float64)
+    vp = batch.virtual_stages.astype(np.float64)
     T = (batch.micro_batch * batch.seq_len).astype(np.float64)  # tokens per micro-batch per replica
     s = batch.seq_len.astype(np.float64)
     b_c = batch.compute_bytes
     full_ft = ~batch.is_lora
     is_q = batch.quant != CODE["quant"]["none"]
+    is_fp8 = batch.compute_is_fp8
     ckpt_full = batch.checkpointing == CODE["checkpointing"]["full"]
     ckpt_sel = batch.checkpointing == CODE["checkpointing"]["selective"]
     recompute = np.where(ckpt_full, 1.0, 0.0)
+    eager_stack = batch.kernels == CODE["kernels"]["eager"]
+    k_elem = stack_column(batch.kernels, "elementwise_factor")
+    if k_elementwise is not None:
+        k_elem = np.where(eager_stack, k_elementwise, k_elem)
+    fp8_gemm_share = np.where(is_fp8, fp8_column(batch.fp8_recipe, "gemm_share"), 1.0)
+    cast_bytes = fp8_column(batch.fp8_recipe, "cast_bytes_per_element")
+    transpose_bytes = fp8_column(batch.fp8_recipe, "transpose_bytes_per_element")
 
-    # ---- matmuls ----
+    # ---- matmuls (the transformer's linears run at the fp8 rate under fp8; the head stays 16-bit)
     targeted: dict[int, set[str]] = {}
     if batch.is_lora.any() and spec.arch != "raw":
         for t, name in enumerate(batch.target_names):
             targeted[t] = {group_key(spec, g.name, g.block) for g in lora_target_groups(spec, name)}
+    out: dict[str, np.ndarray] = {}
     t_fwd = np.zeros(n)
     t_bwd = np.zeros(n)
     t_dequant = np.zeros(n)
     t_lora = np.zeros(n)
+    t_cast = np.zeros(n)
+    adapted_ops = np.zeros(n)  # PEFT's extra kernels per forward, all adapted linears
+    lora_ops = np.where(eager_stack, LORA_OPS_PER_ADAPTED_LINEAR, LORA_OPS_PER_ADAPTED_LINEAR_FUSED)
     rank = batch.rank.astype(np.float64)
     for g in model_gemms(spec):
         tokens = T * g.token_share
+        in_fp8 = is_fp8 & g.quantizable
+        g_peak = np.where(in_fp8, peak, peak16)
         flops = FLOPS_PER_MAC * tokens * g.d_in * g.d_out / tp
-        nbytes = g.d_in * g.d_out * BF16_BYTES / tp + tokens * (g.d_in + g.d_out) * b_c
-        t_inst = _gemm_time(flops, nbytes, peak, bw, eta_gemm)
+        w_bytes = np.where(in_fp8, FP8_BYTES, BF16_BYTES)
+        nbytes = g.d_in * g.d_out * w_bytes / tp + tokens * (g.d_in + g.d_out) * b_c
+        t_inst = _gemm_time(
+            flops, nbytes, g_peak, bw, eta_gemm * np.where(in_fp8, fp8_gemm_share, 1.0)
+        )
+        passes_bwd = 1.0 + full_ft  # dgrad, and wgrad where the weight trains
+        t_group = g.instances * t_inst * (1.0 + recompute + passes_bwd)
+        out[f"gemm:{g.key}_s"] = t_group
         t_fwd += g.instances * t_inst
-        t_bwd += g.instances * t_inst * (1.0 + full_ft)  # dgrad, and wgrad where the weight trains
+        t_bwd += g.instances * t_inst * passes_bwd
+        # fp8 scaling: forward input and weight, backward output gradient; the transposed copies
+        # the weight-gradient GEMM reads (per pass, each forward repeated when recomputing)
+        act_elems = tokens * (g.d_in * (1.0 + recompute) + g.d_out) / tp
+        w_elems = (
+            g.d_in
+            * g.d_out
+            / tp
+            / np.where(fp8_column(batch.fp8_recipe, "fp8_all_gather") > 0, dp, 1.0)
+        )
+        cast = (
+            act_elems * cast_bytes
+            + tokens * (g.d_in + g.d_out) / tp * transpose_bytes * full_ft
+            + w_elems * cast_bytes * (2.0 + recompute)
+        )
+        t_cast += np.where(in_fp8, g.instances * cast / bw, 0.0)
         if g.quantizable:
             # bitsandbytes dequantises the whole weight to 16-bit per pass (read 4-bit, write 16-bit)
             deq = (
@@ -230,10 +225,11 @@ def throughput_arrays(
             sel = batch.is_lora & (batch.targets == t)
             ad_flops = FLOPS_PER_MAC * tokens * rank * (g.d_in + g.d_out)
             ad_bytes = tokens * (g.d_in + g.d_out + 2.0 * rank) * b_c
-            ad = g.instances * _gemm_time(ad_flops, ad_bytes, peak, bw, eta_gemm)
+            ad = g.instances * _gemm_time(ad_flops, ad_bytes, peak16, bw, eta_gemm)
             t_lora += np.where(sel, ad * (LORA_MATMUL_PASSES + recompute), 0.0)
+            adapted_ops += np.where(sel, g.instances * lora_ops, 0.0)
 
-    # ---- attention ----
+    # ---- attention (bf16 under every fp8 recipe) ----
     if spec.arch == "raw":
         attn_flops = np.zeros(n)
     else:
@@ -241,51 +237,52 @@ def throughput_arrays(
         layers_attn = spec.total_layers + (spec.layers if spec.arch == "encoder-decoder" else 0)
         attn_flops = ATTENTION_FLOPS_PER_SCORE * T * s * spec.q_width * causal * layers_attn / tp
     eager = batch.attention == CODE["attention"]["eager"]
-    hopper = gpu.sm is not None and 9.0 <= gpu.sm < 10.0
-    t_attn_fwd = attn_flops / (peak * eta_attention * (FA2_HOPPER_SHARE if hopper else 1.0))
+    t_attn_fwd = attn_flops / (peak16 * eta_attention * attention_share(gpu, batch.kernels))
     s2_bytes = np.where(eager, T * s * spec.heads * EAGER_SCORE_BYTES * spec.total_layers / tp, 0.0)
     t_attn_fwd = t_attn_fwd + s2_bytes / bw
     t_attn_bwd = ATTENTION_BACKWARD_PER_FORWARD * t_attn_fwd
     attn_recompute = np.where(ckpt_full | (ckpt_sel & eager), t_attn_fwd, 0.0)
+    t_attn = t_attn_fwd + t_attn_bwd + attn_recompute
 
     # ---- elementwise (memory-bound) ----
     act = mem["activations_written"]  # the whole model, one micro-batch
-    t_elem = k_elementwise * act / bw * (1.0 + ELEMENTWISE_RECOMPUTE_SHARE * recompute)
+    t_elem = k_elem * act / bw * (1.0 + ELEMENTWISE_RECOMPUTE_SHARE * recompute)
+    logits = stack_column(batch.kernels, "logits_materialised") > 0
     loss_bytes = np.where(
-        spec.arch == "encoder", 0.0, T * spec.vocab / tp * LOSS_BYTES_PER_LOGIT * LOSS_PASSES
+        (spec.arch == "encoder") | ~logits,
+        0.0,
+        T * spec.vocab / tp * LOSS_BYTES_PER_LOGIT * LOSS_PASSES,
     )
     t_loss = loss_bytes / bw
 
-    compute = (
-        t_fwd * (1.0 + recompute)
-        + t_bwd
-        + t_attn_fwd
-        + t_attn_bwd
-        + attn_recompute
-        + t_elem
-        + t_loss
-        + t_dequant
-        + t_lora
-    )
+    t_gemm = t_fwd * (1.0 + recompute) + t_bwd
+    compute = t_gemm + t_attn + t_elem + t_loss + t_dequant + t_lora + t_cast
     launch = (
-        spec.total_layers
-        * OPS_PER_LAYER_FORWARD
+        (spec.total_layers * stack_column(batch.kernels, "ops_per_layer_forward") + adapted_ops)
         * (LAUNCH_PASSES_PER_FORWARD + recompute)
         * CPU_OP_OVERHEAD_S
     )
-    stage = np.maximum(compute, launch) / pp
+    gpu_or_host = np.maximum(compute, launch)
+    stage = gpu_or_host / pp
     accum = batch.grad_accum.astype(np.float64)
-    t_micro_total = (accum + pp - 1.0) * stage
+    bubble_stages = (pp - 1.0) / vp  # interleaved 1F1B: (pp − 1)/vp stage times
+    t_micro_total = (accum + bubble_stages) * stage
 
     # ---- communication ----
     intra = intra_node_bandwidth(gpu)
     inter = min(inter_node_gb_s * 1e9 * NCCL_EFFICIENCY, intra)
+    domain = float(nvlink_domain_size(gpu, gpus_per_node, nvlink_domain))
     p_train = mem["trainable"]
     grad_bytes = p_train * batch.grad_bytes / tp / pp
-    weight_bytes = f.total * np.minimum(batch.weight_bytes, BF16_BYTES) / tp / pp
+    gather_bytes = np.where(
+        is_fp8 & (fp8_column(batch.fp8_recipe, "fp8_all_gather") > 0),
+        FP8_BYTES,
+        np.minimum(batch.weight_bytes, BF16_BYTES),
+    )
+    weight_bytes = f.total * gather_bytes / tp / pp
     zero3 = batch.zero == 3
-    # data-parallel ranks of one node: tensor/pipeline groups fill a node first (Megatron order)
-    dp_per_node = np.maximum(np.floor(gpus_per_node / (tp * pp)), 1.0)
+    # data-parallel ranks of one NVLink domain: tensor/pipeline groups fill it first (Megatron order)
+    dp_per_domain = np.maximum(np.floor(domain / (tp * pp)), 1.0)
     # DDP / ZeRO-1/2: all-reduce (= reduce-scatter + all-gather) of the gradients once per step;
     # ZeRO-3 / FSDP: all-gather the weights for forward and backward and reduce-scatter the
     # gradients, every micro-batch
@@ -298,13 +295,13 @@ def throughput_arrays(
         accum * (2.0 * weight_bytes + grad_bytes),
         np.where(zero2, accum * grad_bytes + weight_bytes, 2.0 * grad_bytes),
     )
-    dp_comm = collective_seconds(dp_volume, dp, dp_per_node, intra, inter)
+    dp_comm = collective_seconds(dp_volume, dp, dp_per_domain, intra, inter)
     hide = DP_OVERLAP * np.where(
         zero3, accum * stage * pp, np.where(zero2, accum, 1.0) * (t_bwd + t_attn_bwd) / pp
     )
     dp_exposed = np.maximum(0.0, dp_comm - hide)
-    # tensor parallel: 2 all-reduces of the activations per layer forward, 2 backward (Megatron),
-    # inside a node, not overlapped
+    # tensor parallel: 2 all-reduces of the activations per layer forward, 2 backward (Megatron;
+    # sequence parallel's all-gather + reduce-scatter move the same bytes), inside the domain
     tp_volume = (
         TP_ALL_REDUCES_PER_LAYER
         * spec.layers
@@ -315,11 +312,13 @@ def throughput_arrays(
         * b_c
         * (1.0 + recompute / 2)
     )
-    tp_comm = collective_seconds(tp_volume, tp, tp, intra, inter)
-    tp_exposed = tp_comm * (accum + pp - 1.0)
+    tp_comm = collective_seconds(tp_volume, tp, np.full(n, domain), intra, inter)
+    # comm overlap / async TP: the collectives run beside the GEMMs they feed
+    tp_hidden = np.where(batch.tp_overlap, np.minimum(tp_comm, TP_OVERLAP_SHARE * t_gemm / pp), 0.0)
+    tp_exposed = (tp_comm - tp_hidden) * (accum + bubble_stages)
     # pipeline: activations sent to the next stage (across nodes when stages span them)
-    pp_link = np.where(batch.gpus > gpus_per_node, inter, intra)
-    pp_comm = np.where(pp > 1, 2.0 * T * spec.hidden * b_c * accum / pp_link, 0.0)
+    pp_link = np.where(batch.gpus > domain, inter, intra)
+    pp_comm = np.where(pp > 1, 2.0 * T * spec.hidden * b_c * accum * vp / pp_link, 0.0)
 
     # ---- optimizer step ----
     local = p_train / tp / pp / np.where(batch.zero >= 1, dp, 1.0)
@@ -364,9 +363,33 @@ def throughput_arrays(
     lora_ratio = np.where(batch.is_lora, LORA_FLOPS_PER_PARAM / TRAINING_FLOPS_PER_PARAM, 1.0)
     useful = model_flops_per_token * lora_ratio
     gpus = batch.gpus.astype(np.float64)
-    mfu = useful * tokens_per_s / (gpus * peak)
+    mfu = useful * tokens_per_s / (gpus * peak16)
     price = gpu.usd_per_gpu_hour
     usd_per_mtok = (gpus * price / 3600.0) / tokens_per_s * 1e6 if price else np.full(n, np.nan)
+    # the decomposition, per optimizer step: GPU work of the accumulated micro-batches on one
+    # stage, the host-launch excess where launches outlast the GPU work, then the bubble
+    per_step = accum / pp
+    for key in list(out):
+        out[key] = out[key] * per_step
+    out.update(
+        {
+            "gemm_s": t_gemm * per_step,
+            "lora_s": t_lora * per_step,
+            "attention_s": t_attn * per_step,
+            "elementwise_s": t_elem * per_step,
+            "loss_s": t_loss * per_step,
+            "fp8_cast_s": t_cast * per_step,
+            "dequant_s": t_dequant * per_step,
+            "launch_s": (gpu_or_host - compute) * per_step,
+            "bubble_s": bubble_stages * stage,
+            "dp_comm_s": dp_exposed,
+            "tp_comm_s": tp_exposed,
+            "pp_comm_s": pp_comm,
+            "optimizer_s": t_opt,
+            "offload_s": t_param_stream,
+            "overhead_s": np.full(n, STEP_OVERHEAD_S),
+        }
+    )
     return {
         "step_time_s": step,
         "tokens_per_s": tokens_per_s,
@@ -374,12 +397,8 @@ def throughput_arrays(
         "mfu": mfu,
         "usd_per_mtok": usd_per_mtok,
         "compute_s": t_micro_total,
-        "bubble_s": (pp - 1.0) * stage,
-        "dp_comm_s": dp_exposed,
-        "tp_comm_s": tp_exposed,
-        "optimizer_s": t_opt,
-        "offload_s": t_param_stream,
         "flops_per_token": useful,
+        **out,
     }
 
 

@@ -159,7 +159,16 @@ def config_fields_from_args(
 ) -> tuple[dict[str, Any], list[str]]:
     """The knobs the user set (for explain: all of them, with defaults filled in later)."""
     notes: list[str] = []
-    for flag in ("rank", "micro_batch", "seq_len", "grad_accum", "tp", "pp", "gpus"):
+    for flag in (
+        "rank",
+        "micro_batch",
+        "seq_len",
+        "grad_accum",
+        "tp",
+        "pp",
+        "gpus",
+        "virtual_stages",
+    ):
         _positive("--" + flag.replace("_", "-"), getattr(args, flag, None))
     method = args.method
     quant = args.quant.lower() if args.quant else None
@@ -210,6 +219,10 @@ def config_fields_from_args(
         "pp": args.pp,
         "optimizer_in_backward": True if args.optimizer_in_backward else None,
         "backend": getattr(args, "backend", None),
+        "kernels": getattr(args, "kernels", None),
+        "fp8_recipe": getattr(args, "fp8_recipe", None),
+        "tp_comm_overlap": True if getattr(args, "tp_comm_overlap", False) else None,
+        "virtual_stages": getattr(args, "virtual_stages", None),
     }
     if (
         fields["compute_dtype"] is None
@@ -237,10 +250,23 @@ def parallel_layout(gpus: int | None, tp: int, pp: int) -> int:
     return gpus // (tp * pp)
 
 
+def _check_topology(args: argparse.Namespace) -> None:
+    """The step time's network options: positive numbers, or one clear line."""
+    _positive("--gpus-per-node", getattr(args, "gpus_per_node", None))
+    _positive("--nvlink-domain", getattr(args, "nvlink_domain", None))
+    inter = getattr(args, "inter_node_gb_s", None)
+    if inter is not None and not inter > 0:
+        raise FitplanError(
+            f"--inter-node-gb-s must be a positive bandwidth in GB/s, got {inter}",
+            "e.g. --inter-node-gb-s 50 for 400 Gb/s per GPU",
+        )
+
+
 def explain_config(args: argparse.Namespace):
     from constraints.config import TrainConfig
 
     check_explain_args(args)
+    _check_topology(args)
     spec = model_from_args(args)
     gpu = gpu_from_args(args)
     headroom = headroom_from_args(args)

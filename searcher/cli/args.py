@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 
 from constraints import limits as L
+from searcher.cli.speed_args import add_speed_args
 from searcher.validate import integer, number, size
 
 FAMILY_HELP = (
@@ -112,6 +113,7 @@ def config_args(p: argparse.ArgumentParser, search: bool = False) -> None:
     g.add_argument(
         "--optimizer-in-backward", action="store_true", help="step inside backward (torchtune)"
     )
+    add_speed_args(g)
     g.add_argument(
         "--allow-long-seq", action="store_true", help="allow --seq-len beyond the model's context"
     )

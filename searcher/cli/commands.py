@@ -29,7 +29,15 @@ def cmd_explain(args: argparse.Namespace) -> int:
 
         return cmd_explain_exact(args)
     spec, gpu, cfg, headroom, notes = explain_config(args)
-    e = advise(spec, cfg, gpu, headroom)
+    e = advise(
+        spec,
+        cfg,
+        gpu,
+        headroom,
+        gpus_per_node=args.gpus_per_node,
+        inter_node_gb_s=args.inter_node_gb_s,
+        nvlink_domain=args.nvlink_domain,
+    )
     if notes:
         e = e.model_copy(update={"notes": (*notes, *e.notes)})
     if getattr(args, "report", None):

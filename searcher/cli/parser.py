@@ -16,6 +16,7 @@ from searcher.cli.inverse import register as register_max
 from searcher.cli.launch import add_emit_args
 from searcher.cli.launch import register as register_launch
 from searcher.cli.serve import register as register_serve
+from searcher.cli.speed_args import add_topology_args
 from searcher.validate import integer, size
 
 EXAMPLES = """\
@@ -82,6 +83,7 @@ def build_parser() -> argparse.ArgumentParser:
     model_args(p)
     gpu_args(p)
     config_args(p)
+    add_topology_args(p)
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument(
         "--exact",

@@ -8,6 +8,7 @@ from rich.console import Console
 from rich.table import Table
 
 from constraints.memory import TERMS
+from constraints.speed import StepTime
 from constraints.units import GB, GiB, fmt_bytes, fmt_count
 from searcher.search.briefs import config_brief
 from searcher.terminal import console
@@ -119,8 +120,54 @@ def print_explanation(e: AdvisedExplanation, out: Console | None = None) -> None
             out.print(
                 f"  also: {lv.change} ({lv.flags}) saves {fmt_bytes(lv.saves)}{' → fits' if lv.fits and not v.fits else ''}"
             )
+    if e.speed is not None:
+        print_speed(e.speed, out)
     for note in e.notes:
         out.print(f"[dim]note: {note}[/]")
+
+
+#: the decomposition's rows as the table names them
+_PART_LABELS = {
+    "gemm_s": "matmuls (GEMMs)",
+    "lora_s": "LoRA adapters",
+    "attention_s": "attention",
+    "elementwise_s": "elementwise (norms, activations, adds)",
+    "loss_s": "loss (logits)",
+    "fp8_cast_s": "fp8 scaling and casts",
+    "dequant_s": "dequantisation",
+    "launch_s": "kernel launch (host-bound excess)",
+    "bubble_s": "pipeline bubble",
+    "dp_comm_s": "exposed data-parallel comm",
+    "tp_comm_s": "exposed tensor-parallel comm",
+    "pp_comm_s": "pipeline sends",
+    "optimizer_s": "optimizer step",
+    "offload_s": "offload streaming",
+    "overhead_s": "fixed per-step overhead",
+}
+
+
+def print_speed(s: StepTime, out: Console) -> None:
+    """The step time and its decomposition (one configuration, fits or not)."""
+    table = Table(title="step time (per optimizer step, predicted)", title_justify="left")
+    for col in ("part", "seconds", "% step"):
+        table.add_column(col, justify="left" if col == "part" else "right")
+    step = max(s.step_time_s, 1e-12)
+    for key, label in _PART_LABELS.items():
+        value = s.parts.get(key, 0.0)
+        if not value:
+            continue
+        table.add_row(label, f"{value:.4f}", f"{100 * value / step:.1f}")
+        if key == "gemm_s":
+            for group, gv in sorted(s.gemm_groups.items(), key=lambda kv: -kv[1]):
+                table.add_row(f"  {group}", f"{gv:.4f}", f"{100 * gv / step:.1f}")
+    table.add_section()
+    table.add_row("[bold]step[/]", f"{s.step_time_s:.4f}", "100.0")
+    out.print(table)
+    cost = f", ${s.usd_per_mtok:.2f} per million tokens" if s.usd_per_mtok is not None else ""
+    out.print(
+        f"throughput: {s.tokens_per_s_per_gpu:,.0f} tokens/s per GPU, {s.tokens_per_s:,.0f} in all; "
+        f"MFU {100 * s.mfu:.1f} %{cost}"
+    )
 
 
 def _bar(fraction: float, width: int = 12) -> str:

@@ -41,6 +41,7 @@ from searcher.emitters.deepspeed_json import (
     check_parallel,
     deepspeed_config,
 )
+from searcher.emitters.knobs import SPEED_KNOBS, refuse_speed_knobs
 from searcher.emitters.plan import (
     Plan,
     Precision,
@@ -53,6 +54,7 @@ from searcher.emitters.plan import (
 #: what each knob becomes in the script (the hf and torchrun formats; deepspeed and accelerate
 #: start from this table)
 HF_KNOBS: dict[str, str] = {
+    **SPEED_KNOBS,
     "method": "full fine-tune, or PEFT LoRA (get_peft_model) on the base / quantised base",
     "lora_rank": "LoraConfig r",
     "lora_targets": "LoraConfig target_modules",
@@ -264,6 +266,7 @@ def hf_settings(
     chunked_loss: bool = False,
 ) -> HFSettings:
     """``chunked_loss``: the caller expresses chunked cross-entropy itself (axolotl)."""
+    refuse_speed_knobs(fmt, plan.config)
     cfg = plan.config
     prec = precision(plan, fmt)
     check_hf_knobs(plan, fmt, prec, chunked_loss=chunked_loss)

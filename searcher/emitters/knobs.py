@@ -14,3 +14,24 @@ def refuse(
 ) -> FitplanError:
     """The one-line refusal: which knob, which value, why the format cannot express it."""
     return FitplanError(f"--emit {fmt} cannot express {knob}={value}: {reason}", hint)
+
+
+#: the speed-only knobs (issue 12), which no format emits yet: each format refuses a value other
+#: than the default rather than launching a run that would not match the plan's step time
+SPEED_KNOBS: dict[str, str] = {
+    "kernels": "eager only (compile / te / liger are refused: not emitted yet)",
+    "fp8_recipe": "tensorwise only with fp8 compute (other recipes are refused: not emitted yet)",
+    "tp_comm_overlap": "off only (refused when on: not emitted yet)",
+    "virtual_stages": "1 only (interleaved pipelines are refused: not emitted yet)",
+}
+_SPEED_DEFAULTS = {"kernels": "eager", "fp8_recipe": "tensorwise", "tp_comm_overlap": False}
+
+
+def refuse_speed_knobs(fmt: str, cfg: TrainConfig) -> None:
+    """Refuse a speed knob the format cannot emit (one line, exit 2)."""
+    for knob, default in _SPEED_DEFAULTS.items():
+        value = getattr(cfg, knob)
+        if value != default and not (knob == "fp8_recipe" and cfg.compute_dtype != "fp8"):
+            raise refuse(fmt, knob, value, "fitplan does not emit it yet", f"plan with {default}")
+    if cfg.virtual_stages != 1:
+        raise refuse(fmt, "virtual_stages", cfg.virtual_stages, "fitplan does not emit it yet")

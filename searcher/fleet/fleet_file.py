@@ -191,6 +191,7 @@ def resolve_pool(p: PoolIn, i: int, lines: Lines) -> Pool:
         cpu_ram_per_node=cpu_ram,
         headroom=p.headroom,
         link=link,
+        nvlink_domain=p.nvlink_domain,
         purchase_usd=p.purchase_usd,
         power_w=p.power_w,
     )

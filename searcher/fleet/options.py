@@ -79,6 +79,7 @@ def problem_for(job: Job, pool: Pool) -> SearchProblem:
         cpu_ram_per_node=pool.cpu_ram_per_node,
         gpus_per_node=pool.gpus_per_node,
         inter_node_gb_s=pool.inter_node_gb_s,
+        nvlink_domain=pool.nvlink_domain,
         pins=pins,
         gpu_counts=pool.gpu_counts(),
     )

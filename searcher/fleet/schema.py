@@ -9,6 +9,7 @@
         link: nvlink               # intra-node: nvlink | pcie (default: the catalog's)
         link_gb_s: 450             # optional: intra-node bus bandwidth per GPU, GB/s
         inter_node_gb_s: 50        # per GPU between nodes, GB/s (400 Gb/s InfiniBand = 50)
+        nvlink_domain: 72          # optional: GPUs per NVLink domain when it spans nodes (NVL72)
         usd_per_gpu_hour: 2.2      # default: the catalog's price
         cpu_ram_per_node: 2TiB     # for CPU offload (default 256GiB)
     jobs:
@@ -100,6 +101,7 @@ class PoolIn(BaseModel):
     link: Literal["nvlink", "pcie"] | None = None
     link_gb_s: float | None = Field(default=None, gt=0, le=_HUGE)
     inter_node_gb_s: float = Field(default=DEFAULT_INTER_NODE_GB_S, gt=0, le=_HUGE)
+    nvlink_domain: int | None = Field(default=None, ge=1, le=L.GPUS_PER_NODE.high)
     usd_per_gpu_hour: float | None = Field(default=None, ge=0, le=L.PRICE.high)
     cpu_ram_per_node: str | None = None
     headroom: float = Field(default=DEFAULT_HEADROOM, ge=0, lt=1)
@@ -154,6 +156,7 @@ class Pool:
     cpu_ram_per_node: int
     headroom: float
     link: str  # 'NVLink 450 GB/s', 'PCIe 32 GB/s'
+    nvlink_domain: int | None = None  # GPUs per NVLink domain beyond a node (None: the GPU's)
     purchase_usd: float | None = None
     power_w: float | None = None
 

@@ -110,6 +110,7 @@ def evaluate(
             gpu,
             gpus_per_node=problem.gpus_per_node,
             inter_node_gb_s=problem.inter_node_gb_s,
+            nvlink_domain=problem.nvlink_domain,
             memory=sub_mem,
         )
         for k in tput:

@@ -53,6 +53,10 @@ FLAG_OF_FIELD: dict[str, str] = {
     "pp": "--pp",
     "optimizer_in_backward": "--optimizer-in-backward",
     "backend": "--backend",
+    "kernels": "--kernels",
+    "fp8_recipe": "--fp8-recipe",
+    "tp_comm_overlap": "--tp-comm-overlap",
+    "virtual_stages": "--virtual-stages",
 }
 
 #: (field, value) pairs the CLI has a shorter switch for (``--fused-ce`` = ``--loss fused``).
@@ -261,9 +265,14 @@ def levers_for(
 
 
 def advise(
-    spec: ModelSpec, cfg: TrainConfig, gpu: GpuSpec, headroom: float = DEFAULT_HEADROOM
+    spec: ModelSpec,
+    cfg: TrainConfig,
+    gpu: GpuSpec,
+    headroom: float = DEFAULT_HEADROOM,
+    **topology: Any,
 ) -> AdvisedExplanation:
-    """:func:`constraints.breakdown.explain` plus the levers (what ``fitplan explain`` prints)."""
-    e = explain(spec, cfg, gpu, headroom)
+    """:func:`constraints.breakdown.explain` plus the levers (what ``fitplan explain`` prints);
+    ``topology``: gpus_per_node, inter_node_gb_s, nvlink_domain for the step time."""
+    e = explain(spec, cfg, gpu, headroom, **topology)
     levers = tuple(levers_for(spec, cfg, gpu, e.breakdown, headroom))
     return AdvisedExplanation(**dict(e), levers=levers)

@@ -67,6 +67,8 @@ class SearchProblem:
     cpu_ram_per_node: int = DEFAULT_CPU_RAM_PER_NODE
     gpus_per_node: int = 8
     inter_node_gb_s: float = 50.0
+    #: GPUs per NVLink domain when it spans nodes (None: the GPU row's, else the node)
+    nvlink_domain: int | None = None
     pins: dict[str, Any] = field(default_factory=dict)
     min_gpus: int = 1
     all_gpu_counts: bool = False
@@ -203,6 +205,10 @@ def backend_options(problem: SearchProblem, lay: Layout, zero: int, offload: str
     return out
 
 
+#: knobs that change only the step time: a search keeps them as pinned (or at their defaults)
+SPEED_PINS = ("kernels", "fp8_recipe", "tp_comm_overlap", "virtual_stages")
+
+
 def static_variants(problem: SearchProblem) -> list[dict[str, Any]]:
     """Every combination of the knobs that do not depend on the layout, per method family."""
     v = knob_values(problem)
@@ -234,6 +240,8 @@ def static_variants(problem: SearchProblem) -> list[dict[str, Any]]:
                     "attention": v["attention"][0],
                     "loss": loss,
                     "optimizer_in_backward": oib,
+                    # speed knobs: not searched, pinned or their defaults
+                    **{k: problem.pins[k] for k in SPEED_PINS if k in problem.pins},
                 }
             )
     return out

@@ -171,6 +171,7 @@ def _throughput_all(problem: SearchProblem, ev: Evaluation) -> np.ndarray:
         problem.gpu,
         gpus_per_node=problem.gpus_per_node,
         inter_node_gb_s=problem.inter_node_gb_s,
+        nvlink_domain=problem.nvlink_domain,
         memory=ev.memory,
     )
     cost = t["usd_per_mtok"]

@@ -6,6 +6,7 @@ from typing import Any
 
 from constraints.breakdown import MemoryBreakdown
 from constraints.memory import TERMS
+from constraints.speed import StepTime
 from searcher.search.levers import AdvisedExplanation
 from searcher.search.run import FrontMember, SearchResult
 from searcher.search.space import SearchProblem
@@ -60,6 +61,26 @@ def explanation_json(e: AdvisedExplanation) -> dict[str, Any]:
             for lv in e.levers
         ],
         "notes": list(e.notes),
+        "speed": speed_json(e.speed) if e.speed is not None else None,
+    }
+
+
+def speed_json(s: StepTime) -> dict[str, Any]:
+    """Step time, tokens/s (per GPU and in all), MFU and the decomposition, seconds per step."""
+    return {
+        "step_time_s": s.step_time_s,
+        "tokens_per_step": s.tokens_per_step,
+        "tokens_per_s": s.tokens_per_s,
+        "tokens_per_s_per_gpu": s.tokens_per_s_per_gpu,
+        "mfu": s.mfu,
+        "usd_per_mtok": s.usd_per_mtok,
+        "decomposition_s": dict(s.parts),
+        "gemm_groups_s": dict(s.gemm_groups),
+        "topology": {
+            "gpus_per_node": s.gpus_per_node,
+            "inter_node_gb_s": s.inter_node_gb_s,
+            "nvlink_domain": s.nvlink_domain,
+        },
     }
 
 

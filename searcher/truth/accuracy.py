@@ -34,6 +34,7 @@ from searcher.truth.predict import (
     predict_memory,
     predict_throughput,
 )
+from searcher.truth.regimes import regime_scores
 from searcher.truth.throughput_rows import load_throughput_cases
 
 
@@ -152,6 +153,7 @@ def accuracy_json(
         results_t, excluded_t, st = thr
         out["throughput"] = {
             "summary": vars(st),
+            "by_regime": [vars(r) for r in regime_scores(results_t)],
             "rows": [
                 {
                     "id": r.case.row_id,
@@ -239,6 +241,11 @@ def cmd_accuracy(args: Any) -> int:
         lines.append(_summary_line("throughput", st))
         for src, (n, med, worst) in st.by_source.items():
             lines.append(f"    {src}: {n} rows, median {med:.1%}, worst {worst:.1%}")
+        for rs in regime_scores(results_t):
+            lines.append(
+                f"    regime {rs.regime}: {rs.rows} rows, median {rs.median_abs_error:.1%}, "
+                f"bias {rs.bias:+.1%}"
+            )
         if args.excluded:
             lines += [f"  excluded {c.row_id}: {c.excluded}" for c in excluded_t]
     if not args.excluded:

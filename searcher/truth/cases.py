@@ -81,6 +81,16 @@ STRUCTURED_COLUMNS = (
 )
 REQUIRED_MEMORY_COLUMNS = ("id", "model", "peak_memory", "memory_unit", "memory_metric")
 REQUIRED_THROUGHPUT_COLUMNS = ("row_id", "model", "gpu", "gpu_count", "seq_len")
+#: throughput rows from this id on are held out of the fit (tools/calibrate.py): the public rows
+#: issue 12 added (torchtitan docs/performance.md, torchao float8 benchmarks) measure accuracy on
+#: runs the fitted constants never saw
+FIRST_HELD_OUT_THROUGHPUT_ROW = 400
+
+
+def held_out(row_id: str) -> bool:
+    """Whether a throughput case ('tp-<row_id>') is held out of the fit."""
+    digits = row_id.removeprefix("tp-")
+    return digits.isdigit() and int(digits) >= FIRST_HELD_OUT_THROUGHPUT_ROW
 
 
 # --------------------------------------------------------------------------------------------
@@ -117,6 +127,8 @@ class ThroughputCase:
     gpu: GpuSpec | None = None
     gpus_per_node: int = 8
     inter_node_gb_s: float = 50.0
+    #: GPUs per NVLink domain when it spans nodes (None: the GPU row's, else the node)
+    nvlink_domain: int | None = None
     measured_tokens_per_s_per_gpu: float = 0.0
     assumptions: tuple[str, ...] = ()
     excluded: str | None = None

@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from constraints.config import TrainConfig
 from constraints.gpus import GpuSpec
 from constraints.models import ModelSpec
 from searcher.truth.cases import MemoryCase, ThroughputCase
@@ -70,9 +71,7 @@ class ThroughputResult:
         return self.predicted_tokens_per_s_per_gpu / self.case.measured_tokens_per_s_per_gpu - 1.0
 
 
-def predict_throughput(
-    cases: Sequence[ThroughputCase], **constants: float
-) -> list[ThroughputResult]:
+def predict_throughput(cases: Sequence[ThroughputCase], **constants: Any) -> list[ThroughputResult]:
     """Tokens/s per GPU of each case; ``constants`` override ETA_GEMM etc. (for the fit)."""
     import numpy as np
 
@@ -83,17 +82,21 @@ def predict_throughput(
     groups: dict[tuple[Any, ...], list[int]] = {}
     for i, c in enumerate(cases):
         assert c.spec is not None and c.gpu is not None
-        groups.setdefault((c.spec, c.gpu, c.gpus_per_node, c.inter_node_gb_s), []).append(i)
+        groups.setdefault(
+            (c.spec, c.gpu, c.gpus_per_node, c.inter_node_gb_s, c.nvlink_domain), []
+        ).append(i)
     out = np.zeros(len(cases))
-    for (spec, gpu, per_node, inter), idx in groups.items():
+    for (spec, gpu, per_node, inter, domain), idx in groups.items():
         batch = ConfigBatch.from_configs([cases[i].config for i in idx])  # type: ignore[misc]
-        mem = _memory_cached(spec, batch, gpu, tuple(idx), memory_arrays)
+        configs = tuple(cases[i].config for i in idx)
+        mem = _memory_cached(spec, batch, gpu, configs, memory_arrays)  # type: ignore[arg-type]
         t = throughput_arrays(
             spec,
             batch,
             gpu,
             gpus_per_node=per_node,
             inter_node_gb_s=inter,
+            nvlink_domain=domain,
             memory=mem,
             **constants,
         )
@@ -101,11 +104,16 @@ def predict_throughput(
     return [ThroughputResult(c, float(v)) for c, v in zip(cases, out, strict=True)]
 
 
+#: memory arrays of a group of cases, keyed on everything they depend on: the model, the GPU and
+#: the whole configuration of every row (method, ZeRO, TP/PP, dtypes... — TrainConfig is frozen
+#: and hashable). The fit calls ``predict_throughput`` many times on the same cases.
 _MEM_CACHE: dict[tuple[Any, ...], Any] = {}
 
 
-def _memory_cached(spec: ModelSpec, batch: Any, gpu: GpuSpec, key: tuple[int, ...], fn: Any) -> Any:
-    k = (spec, gpu, key, tuple(batch.micro_batch), tuple(batch.seq_len), tuple(batch.checkpointing))
+def _memory_cached(
+    spec: ModelSpec, batch: Any, gpu: GpuSpec, configs: tuple[TrainConfig, ...], fn: Any
+) -> Any:
+    k = (spec, gpu, configs)
     if k not in _MEM_CACHE:
         _MEM_CACHE[k] = fn(spec, batch, gpu)
     return _MEM_CACHE[k]

@@ -90,6 +90,9 @@ def _throughput_case(
     prec = row.get("precision", "").lower()
     fields: dict[str, Any] = {"seq_len": int(row["seq_len"]), "tp": tp, "pp": pp, "dp": dp}
     if "amp_fp8" in prec:
+        # Composer's amp_fp8 runs Transformer Engine linears under fp8_autocast (DelayedScaling)
+        fields.update(recipe="amp", compute_dtype="fp8", fp8_recipe="te-delayed")
+    elif "fp8" in prec:
         fields.update(recipe="amp", compute_dtype="fp8")
     elif "amp" in prec:
         fields.update(recipe="amp")
@@ -112,6 +115,7 @@ def _throughput_case(
     elif sharding == "SHARD_GRAD_OP" and dp > 1:
         fields["zero"] = 2
     fields["attention"] = "flash" if gpu.supports_flash_attention else "sdpa"
+    fields.update(speed_fields(row, assumptions))
     fields.update(ov.get("config", {}))
     config = TrainConfig(**fields)
     measured = _measured_tokens_per_gpu(row, spec)
@@ -144,16 +148,53 @@ def _throughput_from_memory_row(
     rows = {r["id"]: r for r in read_rows(MEMORY_CSV, REQUIRED_MEMORY_COLUMNS)}
     mem_ov = {k: v for k, v in overrides().get(mem_id, {}).items() if k != "exclude"}
     mem = map_memory_row(rows[mem_id], mem_ov, list(mem_ov.get("assumptions", [])))
-    assert mem.spec is not None and mem.gpu is not None
+    assert mem.spec is not None and mem.gpu is not None and mem.config is not None
+    config = TrainConfig(**{**mem.config.model_dump(), **speed_fields(row, assumptions)})
     return ThroughputCase(
         row_id,
         source,
         spec=mem.spec,
-        config=mem.config,
+        config=config,
         gpu=mem.gpu,
         measured_tokens_per_s_per_gpu=_measured_tokens_per_gpu(row, mem.spec),
         assumptions=tuple(dict.fromkeys([f"configuration of memory row {mem_id}", *assumptions])),
     )
+
+
+#: fp8 recipes as throughput rows name them (precision column), most specific first
+_FP8_RECIPE_WORDS = (
+    ("mxfp8", "mxfp8"),
+    ("rowwise", "rowwise"),
+    ("tensorwise", "tensorwise"),
+    ("delayed", "te-delayed"),
+    ("current", "te-current"),
+)
+
+
+def speed_fields(row: dict[str, str], assumptions: list[str]) -> dict[str, Any]:
+    """The speed knobs a row states: kernel stack and async TP (``kernels_and_opts``), the fp8
+    recipe (``precision``), virtual pipeline stages (``vp``)."""
+    opts = row.get("kernels_and_opts", "").lower()
+    prec = row.get("precision", "").lower()
+    fields: dict[str, Any] = {}
+    if "liger" in opts:
+        fields["kernels"] = "liger"
+    elif "transformer engine" in opts or "transformer_engine" in opts:
+        fields["kernels"] = "te"
+    elif "torch.compile" in opts or "compile=true" in opts:
+        fields["kernels"] = "compile"
+    if "async tp" in opts or "asynctp" in opts or "tp-comm-overlap" in opts:
+        fields["tp_comm_overlap"] = True
+    if "fp8" in prec or "float8" in prec:
+        for word, name in _FP8_RECIPE_WORDS:
+            if word in prec:
+                fields["fp8_recipe"] = name
+                break
+    if (row.get("vp") or "").strip().isdigit() and int(row["vp"]) > 1:
+        fields["virtual_stages"] = int(row["vp"])
+    if fields.get("kernels") == "compile":
+        assumptions.append("torch.compile: fused elementwise kernels (kernel stack 'compile')")
+    return fields
 
 
 def _measured_tokens_per_gpu(row: dict[str, str], spec: ModelSpec) -> float:

@@ -481,3 +481,15 @@ def test_fits_kind_can_fail(tmp_path: Path) -> None:
     )
     results = run_file(write(tmp_path, wrong))
     assert not results[0].ok and all(r.ok for r in results[1:])
+
+
+def test_pool_says_its_nvlink_domain(tmp_path: Path) -> None:
+    text = SMALL.replace(
+        "    inter_node_gb_s: 25\n", "    inter_node_gb_s: 25\n    nvlink_domain: 16\n"
+    )
+    fleet = load_fleet(write(tmp_path, text))
+    assert fleet.pools[0].nvlink_domain == 16
+    assert fleet.pools[1].nvlink_domain is None
+    from searcher.fleet.options import problem_for
+
+    assert problem_for(fleet.jobs[0], fleet.pools[0]).nvlink_domain == 16

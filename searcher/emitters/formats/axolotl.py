@@ -10,9 +10,11 @@ from searcher.emitters.base import Emission, EmitOptions, EmittedFile, refuse
 from searcher.emitters.common import commented_yaml, out_path, plan_file, raw_path
 from searcher.emitters.hf_script import ds_json_text
 from searcher.emitters.hf_settings import ATTENTION, hf_settings
+from searcher.emitters.knobs import SPEED_KNOBS
 from searcher.emitters.plan import Plan
 
 KNOBS = {
+    **SPEED_KNOBS,
     "method": "adapter: lora (float or 8-bit base) / qlora (4-bit base); none for a full fine-tune",
     "lora_rank": "lora_r",
     "lora_targets": "lora_target_linear: true (all-linear) or lora_target_modules",

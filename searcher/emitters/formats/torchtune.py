@@ -15,11 +15,13 @@ from typing import Any
 
 from searcher.emitters.base import Emission, EmitOptions, EmittedFile, refuse
 from searcher.emitters.common import out_path, plan_file
+from searcher.emitters.knobs import SPEED_KNOBS, refuse_speed_knobs
 from searcher.emitters.plan import Plan, adapter_dtype, lora_alpha, lora_target_modules, precision
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "torchtune.json"
 
 KNOBS = {
+    **SPEED_KNOBS,
     "method": "recipe full_finetune_* / lora_finetune_*; model._component_ the full, lora_ or qlora_ builder",
     "lora_rank": "model.lora_rank",
     "lora_targets": "model.lora_attn_modules (q_proj, k_proj, v_proj, output_proj) and "
@@ -331,6 +333,7 @@ class TorchtuneEmitter:
     backends = ("single", "ddp", "fsdp2")
 
     def emit(self, plan: Plan, options: EmitOptions) -> Emission:
+        refuse_speed_knobs(self.name, plan.config)
         recipe, config, overrides, removals = torchtune_run(plan, options, self.name)
         family = table()["models"][plan.model.id]["family"]
         tokenizer = table()["families"][family]["tokenizer"]

@@ -1,0 +1,76 @@
+"""Kernel stacks: what the elementwise work, the kernel launches and attention cost under each.
+
+A stack is the set of kernels a framework runs between the GEMMs. Each fuses a different share of
+the norms, activations, residual adds, rotary embeddings and casts, so each moves a different
+multiple of the activation bytes (``elementwise_factor``), launches a different number of kernels
+per layer, and lets the host's launches overlap the GPU's work or not. The factors that are not
+fitted are read off the fusion each stack performs (constraints/throughput_constants.py).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from constraints.config import KERNELS
+from constraints.gpus import GpuSpec
+from constraints.throughput_constants import (
+    FA2_HOPPER_SHARE,
+    FA3_HOPPER_SHARE,
+    K_ELEMENTWISE,
+    K_ELEMENTWISE_FUSED,
+    K_ELEMENTWISE_LIGER,
+    OPS_PER_LAYER_FORWARD,
+    OPS_PER_LAYER_FUSED,
+    OPS_PER_LAYER_LIGER,
+)
+
+__all__ = ["KERNEL_STACKS", "KernelStack", "attention_share", "stack_column"]
+
+
+@dataclass(frozen=True)
+class KernelStack:
+    """One kernel stack's traffic and launch model."""
+
+    name: str
+    #: elementwise traffic per step / activation bytes the forward writes
+    elementwise_factor: float
+    #: kernels launched per transformer layer per forward pass
+    ops_per_layer_forward: float
+    #: the loss's fp32 logits are materialised (Liger's fused linear cross-entropy never does)
+    logits_materialised: bool
+    #: attention on Hopper runs FA3 / cuDNN fused attention (TE) rather than FlashAttention-2
+    hopper_fused_attention: bool
+
+
+KERNEL_STACKS: dict[str, KernelStack] = {
+    # PyTorch eager (HF transformers, llm-foundry/Composer, torchtitan without compile)
+    "eager": KernelStack("eager", K_ELEMENTWISE, OPS_PER_LAYER_FORWARD, True, False),
+    # torch.compile (inductor): each chain of pointwise/reduction ops between GEMMs is one kernel
+    "compile": KernelStack("compile", K_ELEMENTWISE_FUSED, OPS_PER_LAYER_FUSED, True, False),
+    # Transformer Engine modules (Megatron-LM, NeMo): LayerNormLinear, fused bias-GeLU/SwiGLU,
+    # fused RoPE, bias-dropout-add fusion, cuDNN fused attention
+    "te": KernelStack("te", K_ELEMENTWISE_FUSED, OPS_PER_LAYER_FUSED, True, True),
+    # Liger kernels on HF eager: RMSNorm, RoPE, SwiGLU and linear+cross-entropy fused; the
+    # residual adds, casts and dropout stay eager
+    "liger": KernelStack("liger", K_ELEMENTWISE_LIGER, OPS_PER_LAYER_LIGER, False, False),
+}
+assert tuple(KERNEL_STACKS) == KERNELS
+
+
+def stack_column(codes: np.ndarray, attr: str) -> np.ndarray:
+    """A stack attribute for every row of a batch (``codes`` = ConfigBatch.kernels)."""
+    values = np.array([float(getattr(KERNEL_STACKS[k], attr)) for k in KERNELS])
+    return values[codes]
+
+
+def attention_share(gpu: GpuSpec, codes: np.ndarray) -> np.ndarray:
+    """Share of ETA_ATTENTION (an Ampere FlashAttention-2 figure) a flash kernel reaches on this
+    GPU under each stack: FlashAttention-2 on Hopper reaches about 0.56 of its Ampere share; FA3
+    and cuDNN fused attention bring Hopper back to about the Ampere share."""
+    hopper = gpu.sm is not None and 9.0 <= gpu.sm < 10.0
+    if not hopper:
+        return np.ones(codes.shape)
+    fused = stack_column(codes, "hopper_fused_attention") > 0
+    return np.where(fused, FA3_HOPPER_SHARE, FA2_HOPPER_SHARE)

@@ -1,0 +1,55 @@
+"""The options that change only the step time: the speed knobs (every configuration command)
+and the network one configuration's step assumes (explain)."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from constraints import limits as L
+from searcher.validate import integer, number
+
+
+def add_speed_args(g: Any) -> None:
+    """--kernels, --fp8-recipe, --tp-comm-overlap, --virtual-stages (TrainConfig's speed knobs)."""
+    g.add_argument(
+        "--kernels",
+        choices=["eager", "compile", "te", "liger"],
+        help="kernel stack: PyTorch eager, torch.compile, Transformer Engine, Liger (speed only)",
+    )
+    g.add_argument(
+        "--fp8-recipe",
+        choices=["tensorwise", "rowwise", "te-delayed", "te-current", "mxfp8"],
+        help="fp8 scaling recipe with --compute-dtype fp8 (default tensorwise)",
+    )
+    g.add_argument(
+        "--tp-comm-overlap",
+        action="store_true",
+        help="overlap tensor-parallel communication with the GEMMs (async TP / Megatron)",
+    )
+    g.add_argument(
+        "--virtual-stages",
+        type=integer(L.VIRTUAL_STAGES),
+        help="interleaved 1F1B: virtual pipeline stages per rank",
+    )
+
+
+def add_topology_args(p: argparse.ArgumentParser) -> None:
+    """The network the step time of one configuration assumes (explain)."""
+    g = p.add_argument_group("topology (step time)")
+    g.add_argument(
+        "--gpus-per-node",
+        type=integer(L.GPUS_PER_NODE),
+        default=8,
+        help="GPUs per node (default 8)",
+    )
+    g.add_argument(
+        "--inter-node-gb-s",
+        type=number(L.LINK_GB_S),
+        help="network bandwidth per GPU between nodes, GB/s (default 50 = 400 Gb/s)",
+    )
+    g.add_argument(
+        "--nvlink-domain",
+        type=integer(L.GPUS_PER_NODE),
+        help="GPUs per NVLink domain when it spans nodes (72 for GB200 NVL72; default: the GPU's)",
+    )

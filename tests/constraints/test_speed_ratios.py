@@ -1,0 +1,112 @@
+"""Published A/B pairs as tests of the predicted speed ratios (issue 12).
+
+Each pair changes one knob on the same hardware, so what fitplan gets wrong about the hardware
+(clocks of a power-capped part, the network) cancels and the ratio tests the knob's own physics.
+The measured numbers are the sources' (each named); the predictions are fitplan's. Tolerance: 5 %
+of the ratio.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from constraints.config import TrainConfig
+from constraints.gpus import resolve_gpu
+from constraints.models import catalog_model
+from constraints.speed import speed_of
+
+TOLERANCE = 0.05
+TORCHTITAN = "pytorch/torchtitan docs/performance.md (torchtitan 9dec370, 2024-12)"
+TORCHAO = "pytorch/ao docs/source/workflows/training.md (e2e training benchmarks)"
+
+# Llama 3.1 8B, FSDP over 8 GPUs, local batch 2 × 8192 tokens, selective AC (torchtitan Table 1)
+TT_8B: dict[str, Any] = {
+    "micro_batch": 2,
+    "seq_len": 8192,
+    "zero": 3,
+    "dp": 8,
+    "recipe": "amp",
+    "checkpointing": "selective",
+}
+# torchao's H100 / B200 tables: batch 1 × 8192, compile, FSDP2, per-op SAC, 8 GPUs
+AO_8B: dict[str, Any] = {**TT_8B, "micro_batch": 1, "kernels": "compile"}
+FP8 = {"compute_dtype": "fp8"}
+
+PAIRS = [
+    # (source, gpu, model, config A, config B, measured tokens/s A, B)
+    (f"{TORCHTITAN} Table 1: compile vs eager", "h100-96gb-500w", "llama-3.1-8b",
+     TT_8B, {**TT_8B, "kernels": "compile"}, 5762, 6667),
+    (f"{TORCHTITAN} Table 3 (128 GPUs): compile vs eager", "h100-96gb-500w", "llama-3.1-8b",
+     {**TT_8B, "dp": 128}, {**TT_8B, "dp": 128, "kernels": "compile"}, 5605, 6514),
+    (f"{TORCHTITAN} Table 1: Float8 vs bf16, compiled", "h100-96gb-500w", "llama-3.1-8b",
+     {**TT_8B, "kernels": "compile"}, {**TT_8B, "kernels": "compile", **FP8}, 6667, 8532),
+    (f"{TORCHAO} H100: tensorwise vs bf16", "h100-96gb-500w", "llama-3.1-8b",
+     AO_8B, {**AO_8B, **FP8}, 6150, 7689.5),
+    (f"{TORCHAO} H100: rowwise vs tensorwise", "h100-96gb-500w", "llama-3.1-8b",
+     {**AO_8B, **FP8}, {**AO_8B, **FP8, "fp8_recipe": "rowwise"}, 7689.5, 6768),
+    pytest.param(f"{TORCHAO} B200: tensorwise vs bf16", "b200", "llama-3.1-8b",
+     AO_8B, {**AO_8B, **FP8}, 8307.5, 10417.0, marks=pytest.mark.xfail(strict=True, reason=(
+         "known gap: predicted 1.33, measured 1.25 on power-limited B200s of unstated cap"))),
+    (f"{TORCHAO} B200: mxfp8 vs bf16", "b200", "llama-3.1-8b",
+     AO_8B, {**AO_8B, **FP8, "fp8_recipe": "mxfp8"}, 8307.5, 9969.0),
+    pytest.param(f"{TORCHAO} B200: rowwise vs bf16", "b200", "llama-3.1-8b",
+     AO_8B, {**AO_8B, **FP8, "fp8_recipe": "rowwise"}, 8307.5, 8640.5,
+     marks=pytest.mark.xfail(strict=True, reason=(
+         "known gap: predicted 1.15, measured 1.04: FP8_ROWWISE_GEMM_SHARE is an H100 figure; "
+         "rowwise scaled GEMMs on Blackwell are relatively slower"))),
+    (f"{TORCHTITAN} Table 5: interleaved 1F1B vs 1F1B (405B, FSDP 8 TP 8 PP 8)",
+     "h100-96gb-500w", "llama-3.1-405b",
+     {"micro_batch": 4, "grad_accum": 8, "seq_len": 8192, "zero": 3, "dp": 8, "tp": 8, "pp": 8,
+      "recipe": "amp", "checkpointing": "full", "kernels": "compile", "tp_comm_overlap": True,
+      **FP8},
+     {"micro_batch": 4, "grad_accum": 8, "seq_len": 8192, "zero": 3, "dp": 8, "tp": 8, "pp": 8,
+      "recipe": "amp", "checkpointing": "full", "kernels": "compile", "tp_comm_overlap": True,
+      "virtual_stages": 2, **FP8},
+     100, 128),
+]  # fmt: skip
+
+
+def _ratio(gpu: str, model: str, a: dict[str, Any], b: dict[str, Any]) -> float:
+    g, spec = resolve_gpu(gpu), catalog_model(model)
+    ta = speed_of(spec, TrainConfig(**a), g).tokens_per_s
+    tb = speed_of(spec, TrainConfig(**b), g).tokens_per_s
+    return tb / ta
+
+
+@pytest.mark.parametrize(("source", "gpu", "model", "a", "b", "measured_a", "measured_b"), PAIRS)
+def test_published_pair_ratio(
+    source: str,
+    gpu: str,
+    model: str,
+    a: dict[str, Any],
+    b: dict[str, Any],
+    measured_a: float,
+    measured_b: float,
+) -> None:
+    measured = measured_b / measured_a
+    predicted = _ratio(gpu, model, a, b)
+    assert predicted == pytest.approx(measured, rel=TOLERANCE), (source, predicted, measured)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="known gap: fitplan hides all of the TP communication behind the GEMMs with async TP "
+    "(+29 %); torchtitan measured +5.7 % (Table 4): PyTorch's async TP of 2024-12 overlapped "
+    "only part of it",
+)
+def test_async_tp_pair_ratio() -> None:
+    base = {
+        "micro_batch": 16,
+        "seq_len": 8192,
+        "zero": 3,
+        "dp": 32,
+        "tp": 8,
+        "recipe": "amp",
+        "checkpointing": "full",
+        "kernels": "compile",
+        **FP8,
+    }
+    predicted = _ratio("h100-96gb-500w", "llama-3.1-70b", base, {**base, "tp_comm_overlap": True})
+    assert predicted == pytest.approx(876 / 829, rel=TOLERANCE)
