@@ -13,7 +13,7 @@ A new strategy plugs in with :func:`register` and passes the shared contract tes
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, fields
 from typing import Any, Protocol
 
@@ -61,14 +61,29 @@ def concat(parts: list[Evaluation]) -> Evaluation:
 
 @dataclass
 class ExhaustiveStrategy:
-    """Evaluate the whole grid, in chunks so that a progress bar can follow."""
+    """Every valid configuration, exactly. ``search`` streams the grid in chunks through sinks
+    and prunes what provably changes no answer (:mod:`searcher.search.stream`); ``run`` returns
+    the evaluation of the whole grid at once, for callers that want every row."""
 
-    chunk: int = 250_000
+    chunk: int = 1 << 16
+    prune: bool = True
     name: str = "exhaustive"
+
+    def search(
+        self, problem: SearchProblem, sinks: Sequence[Any], progress: Progress | None = None
+    ) -> Any:
+        from searcher.search.stream import stream_search
+
+        return stream_search(problem, sinks, chunk=self.chunk, prune=self.prune, progress=progress)
 
     def run(self, problem: SearchProblem, progress: Progress | None = None) -> Evaluation:
         batch = grid(problem)
         n = len(batch)
+        if n <= self.chunk:  # one chunk: no copy of the batch
+            ev = evaluate(problem, batch)
+            if progress:
+                progress(n, n)
+            return ev
         parts = []
         for start in range(0, n, self.chunk):
             idx = np.arange(start, min(n, start + self.chunk))

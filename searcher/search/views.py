@@ -96,6 +96,7 @@ def result_json(r: SearchResult, tokens: float | None = None) -> dict[str, Any]:
         "seq_len": r.problem.seq_len,
         "strategy": r.strategy,
         "evaluated": r.evaluated,
+        "pruned": r.pruned,
         "feasible": r.feasible,
         "front": [member_json(m, r.problem, tokens) for m in r.front],
         "rejected": [
