@@ -2,7 +2,8 @@
 """Fit the constants physics cannot give to the repository's calibration rows, and document it.
 
 Reads only the repo's copies (constraints/data/calibration/*.csv and row_overrides.json) through
-searcher/accuracy.py, so the fit sees exactly the rows ``fitplan accuracy`` uses. numpy only.
+searcher/truth/ (memory_rows, throughput_rows, predict), so the fit sees exactly the rows
+``fitplan accuracy`` uses. numpy only.
 
 Fitted (each to the rows that measure it; objective: the median absolute log error, which a few
 outliers cannot drag; ties broken by the mean):
@@ -45,6 +46,10 @@ from constraints import constants as C  # noqa: E402
 from constraints import throughput as T  # noqa: E402
 from constraints.units import GiB, MiB  # noqa: E402
 from searcher.truth import accuracy as A  # noqa: E402
+from searcher.truth import cases as K  # noqa: E402
+from searcher.truth import memory_rows as MR  # noqa: E402
+from searcher.truth import predict as P  # noqa: E402
+from searcher.truth import throughput_rows as TR  # noqa: E402
 
 CHUNKED = 'LOSS_BYTES_PER_VOCAB["chunked"]'
 
@@ -78,17 +83,17 @@ def _grid_1d(
     return best, table
 
 
-def fit_memory(cases: list[A.MemoryCase]) -> dict[str, Any]:
+def fit_memory(cases: list[K.MemoryCase]) -> dict[str, Any]:
     reserved = [c for c in cases if c.metric in ("reserved", "nvml")]
     chunked = [c for c in cases if c.config is not None and c.config.loss == "chunked"]
 
     def slack_errors(v: float) -> list[float]:
         with _constants(slack=v):
-            return [A.predict_memory(c).error for c in reserved]
+            return [P.predict_memory(c).error for c in reserved]
 
     def chunked_errors(v: float) -> list[float]:
         with _constants(chunked=v):
-            return [A.predict_memory(c).error for c in chunked]
+            return [P.predict_memory(c).error for c in chunked]
 
     slack, slack_table = _grid_1d([round(x, 2) for x in np.arange(0.0, 1.001, 0.05)], slack_errors)
     chunk, chunk_table = _grid_1d([round(x, 2) for x in np.arange(1.0, 7.01, 0.25)], chunked_errors)
@@ -96,7 +101,7 @@ def fit_memory(cases: list[A.MemoryCase]) -> dict[str, Any]:
     nvml = [c for c in cases if c.metric == "nvml"]
     with _constants(slack=slack):
         implied = [
-            c.measured_bytes - (r.allocated + r.slack) for c in nvml for r in [A.predict_memory(c)]
+            c.measured_bytes - (r.allocated + r.slack) for c in nvml for r in [P.predict_memory(c)]
         ]
     return {
         "ALLOCATOR_SLACK_FRACTION": slack,
@@ -110,7 +115,7 @@ def fit_memory(cases: list[A.MemoryCase]) -> dict[str, Any]:
     }
 
 
-def fit_throughput(cases: list[A.ThroughputCase]) -> dict[str, Any]:
+def fit_throughput(cases: list[K.ThroughputCase]) -> dict[str, Any]:
     grids = {
         "eta_gemm": [round(x, 3) for x in np.arange(0.30, 0.951, 0.025)],
         "eta_attention": [round(x, 3) for x in np.arange(0.10, 0.901, 0.025)],
@@ -123,7 +128,7 @@ def fit_throughput(cases: list[A.ThroughputCase]) -> dict[str, Any]:
     }
 
     def score(params: dict[str, float]) -> tuple[float, float]:
-        return _score(r.error for r in A.predict_throughput(cases, **params))
+        return _score(r.error for r in P.predict_throughput(cases, **params))
 
     best = score(current)
     for _ in range(6):
@@ -238,8 +243,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--write", metavar="PATH", help="write the Markdown report there")
     args = ap.parse_args(argv)
-    mem_cases = [c for c in A.load_memory_cases() if c.excluded is None]
-    thr_cases = [c for c in A.load_throughput_cases() if c.excluded is None]
+    mem_cases = [c for c in MR.load_memory_cases() if c.excluded is None]
+    thr_cases = [c for c in TR.load_throughput_cases() if c.excluded is None]
     mem_fit = fit_memory(mem_cases)
     thr_fit = fit_throughput(thr_cases)
     print(f"ALLOCATOR_SLACK_FRACTION = {mem_fit['ALLOCATOR_SLACK_FRACTION']}")

@@ -52,8 +52,8 @@ def cmd_fleet(args: argparse.Namespace) -> int:
     import json
     import sys
 
+    from searcher.fleet.fleet_file import load_fleet
     from searcher.fleet.plan import plan_fleet, plan_json
-    from searcher.fleet.schema import load_fleet
     from searcher.terminal import progress_reporter
 
     if args.workers is not None and args.workers < 1:

@@ -320,7 +320,7 @@ def _ground_truth_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--checkpointing", choices=["none", "selective", "full"])
     p.add_argument("--tensors", action="store_true", help="list the saved tensors of one layer")
     p.add_argument("--json", action="store_true")
-    p.set_defaults(handler="searcher.truth.trace:cmd_trace")
+    p.set_defaults(handler="searcher.truth.trace_command:cmd_trace")
 
     p = sub.add_parser(
         "accuracy",

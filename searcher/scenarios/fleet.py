@@ -42,7 +42,8 @@ class FleetExpect(BaseModel):
 
 
 def is_fleet_file(path: str | Path) -> bool:
-    from searcher.fleet.schema import looks_like_fleet, read_yaml
+    from searcher.fleet.fleet_file import looks_like_fleet
+    from searcher.fleet.yaml_lines import read_yaml
 
     try:
         data, _ = read_yaml(path)
@@ -91,7 +92,7 @@ def check_metric(metric: str, expect: dict[str, Any], metrics: dict[str, Any]) -
 
     name = metric.split(" ", 1)[0]
     if name not in metrics:
-        raise FitplanError(f"unknown fleet metric '{name}'", "see searcher/fleet/scenario.py")
+        raise FitplanError(f"unknown fleet metric '{name}'", "see searcher/scenarios/fleet.py")
     got = metrics[name]
     if "contains" in expect:
         text = str(got or "")
@@ -122,8 +123,8 @@ def check_metric(metric: str, expect: dict[str, Any], metrics: dict[str, Any]) -
 
 
 def run_fleet_file(path: str | Path) -> list[CaseResult]:
+    from searcher.fleet.fleet_file import load_fleet
     from searcher.fleet.plan import plan_fleet
-    from searcher.fleet.schema import load_fleet
 
     fleet = load_fleet(path)
     cases: list[FleetExpect] = []

@@ -112,7 +112,8 @@ def _measure_one(
 ) -> dict[str, Any]:
     import torch
 
-    from searcher.truth.measure import build, run_steps
+    from searcher.truth.measure import run_steps
+    from searcher.truth.training_setup import build
 
     torch.manual_seed(0)
     model = None
@@ -146,15 +147,15 @@ def autotune(args: argparse.Namespace) -> AutotuneResult:
     from constraints.breakdown import breakdown_of
     from constraints.config import ConfigBatch
     from constraints.throughput import throughput_arrays
-    from searcher.truth.measure import _detected_gpu, _device
+    from searcher.truth.training_setup import detected_gpu, pick_device
 
     if args.trials < 1:
         raise FitplanError(f"--trials must be at least 1, got {args.trials}")
     if args.steps < 1:
         raise FitplanError(f"--steps must be at least 1, got {args.steps}")
-    device = _device(args.device)
+    device = pick_device(args.device)
     if args.gpu is None:
-        args.gpu = _detected_gpu() if device == "cuda" else "a100-80gb"
+        args.gpu = detected_gpu() if device == "cuda" else "a100-80gb"
     cfg_dict, spec = config_of(args.model)
     problem, configs, front, _result = candidates(args, device)
     gpu = problem.gpu

@@ -48,7 +48,7 @@ def quiet_transformers() -> None:
 
 def config_of(model: str) -> tuple[dict[str, Any], ModelSpec]:
     """The ``config.json`` dict and the ModelSpec of a catalog id, calibration extra or path."""
-    from searcher.truth.accuracy import CALIBRATION_DIR
+    from searcher.truth.cases import CALIBRATION_DIR
 
     text = model.strip()
     if not text:

@@ -24,12 +24,13 @@ Attention is emulated as a CUDA kernel runs it, not as the CPU runs it:
   keeps is its input; a recomputed layer holds the ``none`` figure again.
 
 The numbers are bytes per token per layer, compared with fitplan's analytic lists
-(:func:`constraints.activations.layer_bytes_per_token`) at the same dtype.
+(:func:`constraints.activations.layer_bytes_per_token`) at the same dtype. The kernel
+emulations are in :mod:`searcher.truth.cuda_emulation`; the command is
+:mod:`searcher.truth.trace_command`.
 """
 
 from __future__ import annotations
 
-import sys
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -38,6 +39,14 @@ from typing import Any
 
 from constraints.errors import FitplanError
 from constraints.models import ModelSpec
+from searcher.truth.cuda_emulation import (
+    TRACE_ATTN,
+    TRACE_SELECTIVE,
+    cuda_dropout,
+    meta_safe_masks,
+    patched_sdpa,
+    register_attention,
+)
 
 #: (attention, checkpointing) modes traced by default
 MODES: tuple[tuple[str, str], ...] = (
@@ -47,8 +56,6 @@ MODES: tuple[tuple[str, str], ...] = (
     ("eager", "selective"),
     ("eager", "full"),
 )
-TRACE_ATTN = "fitplan_trace"
-TRACE_SELECTIVE = "fitplan_trace_selective"
 
 
 @dataclass
@@ -92,110 +99,6 @@ class TraceResult:
 
 
 # --------------------------------------------------------------------------------------------
-# The flash emulation
-# --------------------------------------------------------------------------------------------
-
-
-def _flash_function() -> Any:
-    import torch
-
-    class FlashEmulation(torch.autograd.Function):
-        """Forward shapes of flash attention; saves (q, k, v, out, lse) as the CUDA kernel does."""
-
-        @staticmethod
-        def forward(ctx: Any, q: Any, k: Any, v: Any) -> Any:  # q: (b, h, s, d)
-            b, h, s, _ = q.shape
-            out = torch.empty(b, s, h, v.shape[-1], dtype=q.dtype, device=q.device)
-            lse = torch.empty(b, h, s, dtype=torch.float32, device=q.device)
-            ctx.save_for_backward(q, k, v, out, lse)
-            return out
-
-        @staticmethod
-        def backward(ctx: Any, *grads: Any) -> Any:  # pragma: no cover - never run
-            raise RuntimeError("fitplan's flash emulation only traces the forward pass")
-
-    return FlashEmulation
-
-
-def _register_attention() -> None:
-    import torch
-    from transformers import AttentionInterface
-
-    flash = _flash_function()
-
-    def flash_attention(module: Any, query: Any, key: Any, value: Any, *args: Any, **kw: Any):
-        return flash.apply(query, key, value), None  # (b, s, h, d): HF's expected layout
-
-    def selective_attention(module: Any, query: Any, key: Any, value: Any, mask: Any, **kw: Any):
-        eager = getattr(sys.modules[type(module).__module__], "eager_attention_forward", None)
-        if eager is None:
-            raise FitplanError(f"{type(module).__name__} has no eager attention to checkpoint")
-
-        def core(q: Any, k: Any, v: Any) -> Any:
-            return eager(module, q, k, v, mask, **kw)[0]
-
-        out = torch.utils.checkpoint.checkpoint(core, query, key, value, use_reentrant=True)
-        return out, None
-
-    AttentionInterface.register(TRACE_ATTN, flash_attention)
-    AttentionInterface.register(TRACE_SELECTIVE, selective_attention)
-
-
-@contextmanager
-def _patched_sdpa() -> Iterator[None]:
-    """F.scaled_dot_product_attention → the flash emulation (models without the interface)."""
-    import torch.nn.functional as F
-
-    flash = _flash_function()
-    original = F.scaled_dot_product_attention
-
-    def sdpa(q: Any, k: Any, v: Any, *args: Any, **kw: Any) -> Any:
-        return flash.apply(q, k, v).transpose(1, 2)  # (b, h, s, d) view of (b, s, h, d)
-
-    setattr(F, "scaled_dot_product_attention", sdpa)  # noqa: B010
-    try:
-        yield
-    finally:
-        setattr(F, "scaled_dot_product_attention", original)  # noqa: B010
-
-
-@contextmanager
-def _cuda_dropout() -> Iterator[None]:
-    """Dropout as CUDA runs it: the fused kernel saves a 1-byte bool mask. Off CUDA, PyTorch's
-    composite dropout multiplies by a noise tensor in the input's dtype and saves that instead
-    (2 or 4 bytes per element), so the trace routes dropout through ``torch.native_dropout``."""
-    import torch
-    import torch.nn.functional as F
-
-    original = F.dropout
-
-    def dropout(x: Any, p: float = 0.5, training: bool = True, inplace: bool = False) -> Any:
-        if not training or p == 0.0:
-            return x
-        return torch.native_dropout(x, p, True)[0]
-
-    setattr(F, "dropout", dropout)  # noqa: B010
-    try:
-        yield
-    finally:
-        setattr(F, "dropout", original)  # noqa: B010
-
-
-@contextmanager
-def _meta_safe_masks() -> Iterator[None]:
-    """transformers looks for packed sequences in position_ids with a data-dependent check
-    (``.all()``), which meta tensors cannot answer; a trace has no packing, so say so."""
-    from transformers import masking_utils
-
-    original = masking_utils.find_packed_sequence_indices
-    masking_utils.find_packed_sequence_indices = lambda *a, **k: None
-    try:
-        yield
-    finally:
-        masking_utils.find_packed_sequence_indices = original
-
-
-# --------------------------------------------------------------------------------------------
 # Tracing
 # --------------------------------------------------------------------------------------------
 
@@ -228,7 +131,7 @@ def trace_mode(
             "T5 adds a learned position bias to the attention scores, which FlashAttention "
             "cannot take: fitplan costs T5 attention as eager"
         )
-    _register_attention()
+    register_attention()
     torch_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}[dtype]
     config = hf_config(cfg, use_cache=False)
     impl = TRACE_ATTN if attention == "flash" else "eager"
@@ -288,11 +191,11 @@ def trace_mode(
         return t
 
     inputs = dummy_inputs(model, batch, seq_len, "meta")
-    ctx = _patched_sdpa() if note else _nullcontext()
+    ctx = patched_sdpa() if note else _nullcontext()
     with (
         ctx,
-        _meta_safe_masks(),
-        _cuda_dropout(),
+        meta_safe_masks(),
+        cuda_dropout(),
         torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t),
     ):
         out = model(**inputs)
@@ -450,114 +353,3 @@ def _untie_t5_head(model: Any, config: Any) -> None:
     if model.lm_head.weight is model.shared.weight:
         with torch.device("meta"):
             model.lm_head.weight = nn.Parameter(torch.empty_like(model.lm_head.weight))
-
-
-# --------------------------------------------------------------------------------------------
-# The command
-# --------------------------------------------------------------------------------------------
-
-
-def result_json(r: TraceResult) -> dict[str, Any]:
-    return {
-        "model": r.model,
-        "params": {"traced": r.params_traced, "inventory": r.params_inventory},
-        "traced_layers": r.traced_layers,
-        "batch": r.batch,
-        "seq_len": r.seq_len,
-        "dtype": r.dtype,
-        "modes": [
-            {
-                "attention": m.attention,
-                "checkpointing": m.checkpointing,
-                "bytes_per_token_per_layer": {
-                    block: {
-                        "traced": m.layer_bytes[block],
-                        "analytic": m.analytic_bytes[block],
-                        "error": m.error(block),
-                    }
-                    for block in m.layer_bytes
-                },
-                "model_level_bytes_per_token": m.model_level_bytes,
-                "loss_bytes_per_token": m.loss_bytes,
-                "note": m.note,
-                "tensors": {block: [vars(t) for t in ts] for block, ts in m.tensors.items()},
-            }
-            for m in r.modes
-        ],
-    }
-
-
-def _trace_for_cli(args: Any, modes: tuple[tuple[str, str], ...]) -> TraceResult:
-    return trace(
-        args.model,
-        modes=modes,
-        layers=args.layers,
-        batch=args.batch,
-        seq_len=args.seq_len,
-        dtype=args.dtype,
-        keep_tensors=args.tensors,
-    )
-
-
-def cmd_trace(args: Any) -> int:
-    import json
-    import sys
-
-    modes = MODES
-    if args.attention or args.checkpointing:
-        modes = tuple(
-            (a, c)
-            for a, c in MODES
-            if (not args.attention or a == args.attention)
-            and (not args.checkpointing or c == args.checkpointing)
-        )
-        if not modes:
-            raise FitplanError(
-                f"no traced mode has --attention {args.attention} --checkpointing "
-                f"{args.checkpointing}",
-                "flash: none or full; eager: none, selective or full",
-            )
-    from searcher.truth.hf_build import quiet_transformers, require_torch
-
-    require_torch()
-    quiet_transformers()
-    r = _trace_for_cli(args, modes)
-    if args.json:
-        sys.stdout.write(json.dumps(result_json(r), indent=2) + "\n")
-        return 0
-    same = "equal" if r.params_traced == r.params_inventory else "DIFFER"
-    lines = [
-        f"{r.spec.name}: parameters {r.params_traced:,} traced on the meta device, "
-        f"{r.params_inventory:,} by fitplan's inventory ({same})",
-        f"saved for backward, bytes per token per layer ({r.dtype} model, batch {r.batch}, "
-        f"sequence {r.seq_len}, {r.traced_layers} layers traced):",
-        f"  {'attention':9s} {'checkpoint':10s} {'block':8s} {'traced':>12s} {'fitplan':>12s} "
-        f"{'error':>8s}",
-    ]
-    for m in r.modes:
-        if not m.layer_bytes:
-            lines.append(f"  {m.attention:9s} {m.checkpointing:10s} skipped: {m.note}")
-            continue
-        for block in m.layer_bytes:
-            lines.append(
-                f"  {m.attention:9s} {m.checkpointing:10s} {block:8s} "
-                f"{m.layer_bytes[block]:12,.1f} {m.analytic_bytes[block]:12,.1f} "
-                f"{m.error(block):+8.2%}"
-            )
-        for tensors in m.tensors.values():
-            for t in tensors:
-                lines.append(
-                    f"      {t.nbytes / (r.batch * r.seq_len):10,.1f} B/token  {t.dtype:15s} "
-                    f"{t.shape}"
-                )
-    first = next((m for m in r.modes if m.layer_bytes), None)
-    if first is not None:
-        lines.append(
-            f"outside the layers: {first.model_level_bytes:,.0f} B/token (final norm, head input); "
-            f"the loss saves {first.loss_bytes:,.0f} B/token "
-            f"({first.loss_bytes / max(r.spec.vocab, 1):.2f} B per vocabulary entry)"
-        )
-    notes = {m.note for m in r.modes if m.note and m.layer_bytes}
-    lines += [f"note: {n}" for n in sorted(notes)]
-    sys.stdout.write("\n".join(lines) + "\n")
-    return 0

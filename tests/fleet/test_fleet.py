@@ -16,10 +16,10 @@ from hypothesis import strategies as st
 
 from constraints.errors import FitplanError
 from searcher.cli import main
+from searcher.fleet.fleet_file import load_fleet
 from searcher.fleet.options import Option, prune, within_limits
 from searcher.fleet.placement import Item, solve_exhaustive, solve_milp
 from searcher.fleet.plan import plan_fleet, plan_json
-from searcher.fleet.schema import load_fleet
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "scenarios" / "fleet-example.yaml"

@@ -18,8 +18,12 @@ import pytest
 from constraints import constants as C
 from constraints import throughput as T
 from constraints.units import GB, GiB, MiB
-from searcher.truth import accuracy as A
 from searcher.cli import main
+from searcher.truth import accuracy as A
+from searcher.truth import cases as K
+from searcher.truth import memory_rows as MR
+from searcher.truth import predict as P
+from searcher.truth import row_vocabulary as V
 
 TARGET_MEDIAN = 0.05
 TARGET_WORST = 0.15
@@ -27,17 +31,17 @@ TARGET_THROUGHPUT_MEDIAN = 0.15
 
 
 @pytest.fixture(scope="module")
-def memory() -> tuple[list[A.MemoryResult], list[A.MemoryCase], A.Summary]:
+def memory() -> tuple[list[P.MemoryResult], list[K.MemoryCase], A.Summary]:
     return A.memory_report()
 
 
 @pytest.fixture(scope="module")
-def throughput() -> tuple[list[A.ThroughputResult], list[A.ThroughputCase], A.Summary]:
+def throughput() -> tuple[list[P.ThroughputResult], list[K.ThroughputCase], A.Summary]:
     return A.throughput_report()
 
 
-def _case(row_id: str) -> A.MemoryCase:
-    return next(c for c in A.load_memory_cases() if c.row_id == row_id)
+def _case(row_id: str) -> K.MemoryCase:
+    return next(c for c in MR.load_memory_cases() if c.row_id == row_id)
 
 
 # ---- the mapping of published rows ----------------------------------------------------------
@@ -98,19 +102,19 @@ def test_peft_lora_row_keeps_adapters_in_fp32_and_reports_reserved() -> None:
     ],
 )
 def test_memory_units(text: str, bytes_per_unit: int) -> None:
-    assert A.unit_of(text) == bytes_per_unit
+    assert V.unit_of(text) == bytes_per_unit
 
 
 def test_every_row_is_used_or_excluded_with_a_reason(
-    memory: tuple[list[A.MemoryResult], list[A.MemoryCase], A.Summary],
+    memory: tuple[list[P.MemoryResult], list[K.MemoryCase], A.Summary],
 ) -> None:
     results, excluded, summary = memory
-    with A.MEMORY_CSV.open(encoding="utf-8") as f:
+    with K.MEMORY_CSV.open(encoding="utf-8") as f:
         ids = [r["id"] for r in csv.DictReader(f)]
     assert sorted(ids) == sorted([r.case.row_id for r in results] + [c.row_id for c in excluded])
     assert all(c.excluded and len(c.excluded) > 20 for c in excluded)
     # rows the notes mark low / reject are never used
-    with A.MEMORY_CSV.open(encoding="utf-8") as f:
+    with K.MEMORY_CSV.open(encoding="utf-8") as f:
         low = {r["id"] for r in csv.DictReader(f) if r["trust"] in ("low", "reject")}
     assert low.isdisjoint(r.case.row_id for r in results)
     assert summary.used >= 30
@@ -120,7 +124,7 @@ def test_every_row_is_used_or_excluded_with_a_reason(
 
 
 def test_memory_median_error_meets_the_target(
-    memory: tuple[list[A.MemoryResult], list[A.MemoryCase], A.Summary],
+    memory: tuple[list[P.MemoryResult], list[K.MemoryCase], A.Summary],
 ) -> None:
     assert memory[2].median_abs_error <= TARGET_MEDIAN
 
@@ -131,13 +135,13 @@ def test_memory_median_error_meets_the_target(
     "(2024-04/05 READMEs, FSDP1 and early recipes; 70B CPU offload) are off by 16-36 %",
 )
 def test_memory_worst_error_meets_the_target(
-    memory: tuple[list[A.MemoryResult], list[A.MemoryCase], A.Summary],
+    memory: tuple[list[P.MemoryResult], list[K.MemoryCase], A.Summary],
 ) -> None:
     assert memory[2].worst_abs_error <= TARGET_WORST
 
 
 def test_memory_misses_do_not_grow(
-    memory: tuple[list[A.MemoryResult], list[A.MemoryCase], A.Summary],
+    memory: tuple[list[P.MemoryResult], list[K.MemoryCase], A.Summary],
 ) -> None:
     """Until the worst-case target is met: no more than the documented five rows beyond 15 %,
     none beyond 40 %, and only torchtune rows."""
@@ -149,20 +153,20 @@ def test_memory_misses_do_not_grow(
 
 
 def test_throughput_median_error_meets_the_target(
-    throughput: tuple[list[A.ThroughputResult], list[A.ThroughputCase], A.Summary],
+    throughput: tuple[list[P.ThroughputResult], list[K.ThroughputCase], A.Summary],
 ) -> None:
     assert throughput[2].median_abs_error <= TARGET_THROUGHPUT_MEDIAN
     assert throughput[2].used >= 200
 
 
 def test_fit_verdicts(
-    memory: tuple[list[A.MemoryResult], list[A.MemoryCase], A.Summary],
+    memory: tuple[list[P.MemoryResult], list[K.MemoryCase], A.Summary],
 ) -> None:
     """Every measured run fitted its GPU; the runs the sources report as OOM must not fit."""
     from constraints.breakdown import explain
 
     assert all(r.fits_predicted_no_headroom for r in memory[0])
-    ooms = A.oom_cases()
+    ooms = MR.oom_cases()
     assert len(ooms) == 2
     for o in ooms:
         assert not explain(o.spec, o.config, o.gpu).verdict.fits, o.what
@@ -175,7 +179,7 @@ def test_memory_constants_are_the_fit() -> None:
     sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tools"))
     import calibrate
 
-    cases = [c for c in A.load_memory_cases() if c.excluded is None]
+    cases = [c for c in MR.load_memory_cases() if c.excluded is None]
     fit = calibrate.fit_memory(cases)
     assert fit["ALLOCATOR_SLACK_FRACTION"] == pytest.approx(C.ALLOCATOR_SLACK_FRACTION)
     assert fit[calibrate.CHUNKED] == pytest.approx(C.LOSS_BYTES_PER_VOCAB["chunked"])
@@ -185,7 +189,7 @@ def test_memory_constants_are_the_fit() -> None:
 
 
 def test_throughput_constants_are_a_local_optimum(
-    throughput: tuple[list[A.ThroughputResult], list[A.ThroughputCase], A.Summary],
+    throughput: tuple[list[P.ThroughputResult], list[K.ThroughputCase], A.Summary],
 ) -> None:
     cases = [r.case for r in throughput[0]]
     here = {
@@ -196,7 +200,7 @@ def test_throughput_constants_are_a_local_optimum(
     steps = {"eta_gemm": 0.025, "eta_attention": 0.025, "k_elementwise": 0.5}
 
     def score(params: dict[str, float]) -> float:
-        errs = [r.error for r in A.predict_throughput(cases, **params)]
+        errs = [r.error for r in P.predict_throughput(cases, **params)]
         return float(np.median(np.abs(np.log1p(errs))))
 
     base = score(here)
@@ -227,7 +231,7 @@ def test_user_rows_in_the_structured_format(
 ) -> None:
     """A row written by `fitplan measure` on a GPU (fitplan_* columns) is compared as it is."""
     path = tmp_path / "mine.csv"
-    columns = [*A.MEMORY_COLUMNS, *A.STRUCTURED_COLUMNS]
+    columns = [*K.MEMORY_COLUMNS, *K.STRUCTURED_COLUMNS]
     row = dict.fromkeys(columns, "")
     row.update(
         id="mine-1",
@@ -274,7 +278,7 @@ def test_bad_csv_is_one_line_exit_2(
 
 def test_unknown_model_in_a_row_is_excluded_with_the_reason(tmp_path: Path) -> None:
     path = tmp_path / "rows.csv"
-    columns = list(A.MEMORY_COLUMNS)
+    columns = list(K.MEMORY_COLUMNS)
     row = dict.fromkeys(columns, "")
     row.update(
         id="u1",
@@ -294,5 +298,5 @@ def test_unknown_model_in_a_row_is_excluded_with_the_reason(tmp_path: Path) -> N
         w = csv.DictWriter(f, fieldnames=columns)
         w.writeheader()
         w.writerow(row)
-    (case,) = A.load_memory_cases([path])
+    (case,) = MR.load_memory_cases([path])
     assert case.excluded is not None and "unknown model" in case.excluded

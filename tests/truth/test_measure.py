@@ -18,7 +18,8 @@ pytest.importorskip("peft")
 
 from constraints.config import TrainConfig
 from searcher.cli import main
-from searcher.truth.accuracy import MEMORY_COLUMNS, STRUCTURED_COLUMNS, load_memory_cases
+from searcher.truth.cases import MEMORY_COLUMNS, STRUCTURED_COLUMNS
+from searcher.truth.memory_rows import load_memory_cases
 
 pytestmark = pytest.mark.heavy
 

@@ -2,7 +2,7 @@
 
 The traced numbers come from PyTorch autograd running the transformers implementation (the bytes
 of every storage saved for backward, parameters excluded), not from fitplan's lists, so they are an
-independent check. Flash attention is emulated as the CUDA kernel saves it (see searcher/trace.py).
+independent check. Flash attention is emulated as the CUDA kernel saves it (see searcher/truth/cuda_emulation.py).
 The per-layer per-token coefficients do not depend on the layer count, so two layers are traced
 at the models' real widths (meta tensors cost no memory).
 """

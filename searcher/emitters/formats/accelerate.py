@@ -8,7 +8,8 @@ from typing import Any
 
 from searcher.emitters.base import Emission, EmitOptions, EmittedFile
 from searcher.emitters.common import out_path, plan_file, raw_path
-from searcher.emitters.hf_script import HF_KNOBS, ds_json_text, hf_settings, render_train_py
+from searcher.emitters.hf_script import ds_json_text, render_train_py
+from searcher.emitters.hf_settings import HF_KNOBS, hf_settings
 from searcher.emitters.plan import Plan
 
 KNOBS = {

@@ -8,7 +8,8 @@ from typing import Any
 
 from searcher.emitters.base import Emission, EmitOptions, EmittedFile, refuse
 from searcher.emitters.common import commented_yaml, out_path, plan_file, raw_path
-from searcher.emitters.hf_script import ATTENTION, ds_json_text, hf_settings
+from searcher.emitters.hf_script import ds_json_text
+from searcher.emitters.hf_settings import ATTENTION, hf_settings
 from searcher.emitters.plan import Plan
 
 KNOBS = {

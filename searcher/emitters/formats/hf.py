@@ -5,13 +5,8 @@ from __future__ import annotations
 
 from searcher.emitters.base import Emission, EmitOptions, EmittedFile
 from searcher.emitters.common import out_path, plan_file
-from searcher.emitters.hf_script import (
-    HF_KNOBS,
-    ds_json_text,
-    hf_settings,
-    python_command,
-    render_train_py,
-)
+from searcher.emitters.hf_script import ds_json_text, python_command, render_train_py
+from searcher.emitters.hf_settings import HF_KNOBS, hf_settings
 from searcher.emitters.plan import Plan
 
 

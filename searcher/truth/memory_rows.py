@@ -1,0 +1,196 @@
+"""Memory rows → :class:`MemoryCase` s (or excluded ones, with the reason)."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from constraints.config import TrainConfig
+from constraints.errors import FitplanError
+from constraints.gpus import GpuSpec
+from constraints.models import ModelSpec
+from constraints.units import MiB
+from searcher.truth.cases import (
+    MEMORY_CSV,
+    METRICS,
+    REQUIRED_MEMORY_COLUMNS,
+    MemoryCase,
+    Metric,
+    OomCase,
+    overrides,
+    read_rows,
+)
+from searcher.truth.row_vocabulary import (
+    attention_of,
+    checkpointing_of,
+    first_int,
+    first_number,
+    gpu_of,
+    lora_of,
+    method_of,
+    metric_of,
+    model_of,
+    optimizer_of,
+    recipe_of,
+    sharding_of,
+    unit_of,
+)
+
+
+def _framework(row: dict[str, str]) -> str:
+    src = row.get("source", "").lower()
+    for name in ("torchtune", "peft", "transformers", "ao", "deepspeed"):
+        if name in src:
+            return name
+    return src
+
+
+def memory_case(row: dict[str, str], extra: dict[str, Any] | None = None) -> MemoryCase:
+    """Map one memory row to a :class:`MemoryCase` (or an excluded one, with its reason)."""
+    row_id = row.get("id", "?")
+    source = row.get("source", "")
+    ov = dict(overrides().get(row_id, {}))
+    if extra:
+        ov.update(extra)
+    assumptions: list[str] = list(ov.get("assumptions", []))
+    if ov.get("exclude"):
+        return MemoryCase(row_id, source, excluded=str(ov["exclude"]))
+    trust = row.get("trust", "").lower()
+    if trust in ("reject", "low"):
+        reason = row.get("notes") or "no reason given"
+        return MemoryCase(row_id, source, excluded=f"trust {trust}: {reason}")
+    if not row.get("peak_memory"):
+        return MemoryCase(row_id, source, excluded="no peak memory measured (e.g. a CPU run)")
+    try:
+        return map_memory_row(row, ov, assumptions)
+    except FitplanError as err:
+        return MemoryCase(row_id, source, excluded=str(err))
+
+
+def map_memory_row(row: dict[str, str], ov: dict[str, Any], assumptions: list[str]) -> MemoryCase:
+    row_id, source = row.get("id", "?"), row.get("source", "")
+    structured = bool(row.get("fitplan_config"))
+    spec = model_of(ov.get("model") or row.get("fitplan_model") or row["model"])
+    gpu = gpu_of(ov.get("gpu") or row.get("fitplan_gpu") or row.get("gpu_type", ""))
+    if structured:
+        try:
+            fields: dict[str, Any] = json.loads(row["fitplan_config"])
+        except json.JSONDecodeError as err:
+            raise FitplanError(f"row {row_id}: fitplan_config is not JSON ({err.msg})") from None
+        if not isinstance(fields, dict):
+            raise FitplanError(f"row {row_id}: fitplan_config must be a JSON object")
+    else:
+        fields = _fields_from_text(row, spec, gpu, assumptions)
+    fields.update(ov.get("config", {}))
+    config = TrainConfig(**fields)
+    metric: Metric
+    if ov.get("metric"):
+        metric = ov["metric"]
+    elif row.get("fitplan_metric"):
+        if row["fitplan_metric"] not in METRICS:
+            raise FitplanError(f"row {row_id}: fitplan_metric must be one of {METRICS}")
+        metric = row["fitplan_metric"]
+    else:
+        metric, notes = metric_of(row.get("memory_metric", ""))
+        assumptions += notes
+    unit = float(ov["unit_bytes"]) if "unit_bytes" in ov else unit_of(row.get("memory_unit", ""))
+    value = first_number(row["peak_memory"])
+    if value is None or value <= 0:
+        raise FitplanError(f"row {row_id}: peak_memory '{row['peak_memory']}' is not a number")
+    context = float(ov["context_mib"]) * MiB if "context_mib" in ov else None
+    grads_persist = str(ov.get("grads_persist", ""))
+    if grads_persist:
+        assumptions.append(grads_persist)
+    return MemoryCase(
+        row_id,
+        source,
+        spec=spec,
+        config=config,
+        gpu=gpu,
+        metric=metric,
+        measured_bytes=value * unit,
+        context_bytes=context,
+        grads_persist=grads_persist,
+        assumptions=tuple(dict.fromkeys(assumptions)),
+    )
+
+
+def _fields_from_text(
+    row: dict[str, str], spec: ModelSpec, gpu: GpuSpec, assumptions: list[str]
+) -> dict[str, Any]:
+    framework = _framework(row)
+    method = method_of(row.get("method", "full"))
+    fields: dict[str, Any] = {"method": method}
+    if method != "full":
+        lora, notes = lora_of(row.get("adapter_details", ""), spec)
+        fields.update(lora)
+        assumptions += notes
+    if method == "qlora":
+        fields["quant"] = "nf4-dq" if framework == "torchtune" else "nf4"
+        if framework == "torchtune":
+            assumptions.append(
+                "torchao NF4 (torchtune): 64-element blocks with 8-bit scalers ≈ nf4-dq"
+            )
+    rec, notes = recipe_of(
+        row.get("weight_precision", ""),
+        row.get("compute_precision", ""),
+        row.get("optimizer", ""),
+        method,
+        framework,
+    )
+    fields.update(rec)
+    assumptions += notes
+    fields.update(optimizer_of(row.get("optimizer", "adamw")))
+    mb = first_int(row.get("micro_batch_size", ""))
+    if mb:
+        fields["micro_batch"] = mb
+    seq = first_int(row.get("seq_len", ""))
+    if seq:
+        fields["seq_len"] = seq
+    note = row.get("seq_len_note", "").lower()
+    if "padded to" in note or "longest" in note:
+        assumptions.append(
+            f"variable-length batches peak at their longest: the stated cap ({seq}) is used"
+        )
+    ckpt = checkpointing_of(row.get("grad_checkpointing", ""))
+    if ckpt is not None:
+        fields["checkpointing"] = ckpt
+    fields["attention"] = attention_of(row.get("attention_impl", ""), gpu)
+    gpus = first_int(row.get("num_gpus", "1")) or 1
+    fields.update(sharding_of(row.get("sharding_offload", ""), gpus))
+    other = row.get("other_settings", "").lower()
+    if "chunked" in other:
+        fields["loss"] = "chunked"
+    m = re.search(r"(?:ga|gradient_accumulation_steps)\s*=\s*(\d+)", other)
+    if m:
+        fields["grad_accum"] = int(m.group(1))
+    if fields.get("optimizer_in_backward"):
+        fields.pop("grad_accum", None)
+    return fields
+
+
+def load_memory_cases(paths: Iterable[str | Path] | None = None) -> list[MemoryCase]:
+    cases: list[MemoryCase] = []
+    for path in paths or [MEMORY_CSV]:
+        for row in read_rows(path, REQUIRED_MEMORY_COLUMNS):
+            cases.append(memory_case(row))
+    return cases
+
+
+def oom_cases() -> list[OomCase]:
+    """Configurations the shipped sources report as out of memory (row_overrides 'oom')."""
+    out = []
+    rows = {r["id"]: r for r in read_rows(MEMORY_CSV, REQUIRED_MEMORY_COLUMNS)}
+    for row_id, ov in overrides().items():
+        if "oom" not in ov or row_id not in rows:
+            continue
+        mem_ov = {k: v for k, v in ov.items() if k != "exclude"}
+        base = map_memory_row(rows[row_id], mem_ov, [])
+        assert base.spec is not None and base.config is not None and base.gpu is not None
+        patch = ov["oom"]
+        cfg = TrainConfig(**{**base.config.model_dump(), **patch["config"]})
+        out.append(OomCase(row_id, base.spec, cfg, base.gpu, patch["what"]))
+    return out

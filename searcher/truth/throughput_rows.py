@@ -1,0 +1,172 @@
+"""Throughput rows → :class:`ThroughputCase` s (or excluded ones, with the reason)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from constraints.config import TrainConfig
+from constraints.errors import FitplanError
+from constraints.models import ModelSpec, spec_from_hf_config
+from searcher.truth.cases import (
+    MEMORY_CSV,
+    REQUIRED_MEMORY_COLUMNS,
+    REQUIRED_THROUGHPUT_COLUMNS,
+    THROUGHPUT_CSV,
+    ThroughputCase,
+    overrides,
+    read_rows,
+)
+from searcher.truth.memory_rows import map_memory_row
+from searcher.truth.row_vocabulary import checkpointing_of, gpu_of, model_of
+
+
+def _gpt_spec(row: dict[str, str]) -> ModelSpec:
+    """A GPT-style decoder from a row's shape columns (MPT of llm-foundry, Megatron's GPT)."""
+    h = int(row["d_model"])
+    seq = int(row["seq_len"])
+    spec = spec_from_hf_config(
+        {
+            "model_type": "gpt2",
+            "n_embd": h,
+            "n_head": int(row["n_heads"]),
+            "n_layer": int(row["n_layers"]),
+            "n_inner": int(row.get("ffn_dim") or 4 * h),
+            "vocab_size": int(row["vocab_size"]),
+            "n_positions": seq,
+            "activation_function": "gelu",
+            "resid_pdrop": 0.0,
+            "attn_pdrop": 0.0,
+            "embd_pdrop": 0.0,
+        },
+        id=re.sub(r"\s+", "-", row["model"].lower()),
+        name=row["model"],
+        source=f"{row.get('source', '')}: shape columns of row {row.get('row_id', '?')}",
+    )
+    return spec
+
+
+def throughput_case(row: dict[str, str]) -> ThroughputCase:
+    row_id = f"tp-{row.get('row_id', '?')}"
+    source = row.get("source", "")
+    ov = dict(overrides().get(row_id, {}))
+    assumptions: list[str] = list(ov.get("assumptions", []))
+    if ov.get("exclude"):
+        return ThroughputCase(row_id, source, excluded=str(ov["exclude"]))
+    try:
+        return _throughput_case(row, row_id, source, ov, assumptions)
+    except FitplanError as err:
+        return ThroughputCase(row_id, source, excluded=str(err))
+    except (KeyError, ValueError) as err:
+        return ThroughputCase(row_id, source, excluded=f"missing or bad column: {err}")
+
+
+def _throughput_case(
+    row: dict[str, str], row_id: str, source: str, ov: dict[str, Any], assumptions: list[str]
+) -> ThroughputCase:
+    if ov.get("from_memory_row"):
+        return _throughput_from_memory_row(row, row_id, source, ov, assumptions)
+    low_src = source.lower()
+    if "llm-foundry" in low_src:
+        spec = _gpt_spec(row)
+        assumptions.append(
+            "MPT as a GPT-2-shaped decoder (LayerNorm, GELU 4x, learned positions); MPT has no "
+            "biases, which are under 0.01 % of the weights and left in"
+        )
+    elif ov.get("model"):
+        spec = model_of(ov["model"])
+    else:
+        try:
+            spec = model_of(row["model"])
+        except FitplanError:
+            spec = _gpt_spec(row)
+    gpu = gpu_of(ov.get("gpu") or row["gpu"])
+    gpus = int(row["gpu_count"])
+    tp = int(row.get("tp") or 1)
+    pp = int(row.get("pp") or 1)
+    dp = int(row.get("dp") or gpus // (tp * pp))
+    prec = row.get("precision", "").lower()
+    fields: dict[str, Any] = {"seq_len": int(row["seq_len"]), "tp": tp, "pp": pp, "dp": dp}
+    if "amp_fp8" in prec:
+        fields.update(recipe="amp", compute_dtype="fp8")
+    elif "amp" in prec:
+        fields.update(recipe="amp")
+    elif "pure" in prec:
+        fields.update(recipe="bf16-master")
+    elif "fp16" in prec:
+        fields.update(recipe="bf16-master", compute_dtype="fp16")
+    else:
+        fields.update(recipe="bf16-torch")
+    if row.get("micro_batch_seqs"):
+        fields["micro_batch"] = int(row["micro_batch_seqs"])
+    if row.get("grad_accum"):
+        fields["grad_accum"] = int(row["grad_accum"])
+    ckpt = checkpointing_of(row.get("activation_checkpointing", ""))
+    if ckpt is not None:
+        fields["checkpointing"] = ckpt
+    sharding = row.get("sharding", "").upper()
+    if sharding == "FULL_SHARD" and dp > 1:
+        fields["zero"] = 3
+    elif sharding == "SHARD_GRAD_OP" and dp > 1:
+        fields["zero"] = 2
+    fields["attention"] = "flash" if gpu.supports_flash_attention else "sdpa"
+    fields.update(ov.get("config", {}))
+    config = TrainConfig(**fields)
+    measured = _measured_tokens_per_gpu(row, spec)
+    inter = float(ov.get("inter_node_gb_s", 0.0))
+    if not inter:
+        caveats = row.get("caveats", "").lower()
+        if "1600 gbps" in caveats and "a100" in row.get("gpu", "").lower():
+            inter = 1600 / 8 / 8  # 1600 Gb/s RoCE per 8-GPU node → 25 GB/s per GPU
+        else:
+            inter = 50.0
+            if gpus > 8:
+                assumptions.append("inter-node bandwidth not stated: 400 Gb/s per GPU assumed")
+    return ThroughputCase(
+        row_id,
+        source,
+        spec=spec,
+        config=config,
+        gpu=gpu,
+        inter_node_gb_s=inter,
+        measured_tokens_per_s_per_gpu=measured,
+        assumptions=tuple(dict.fromkeys(assumptions)),
+    )
+
+
+def _throughput_from_memory_row(
+    row: dict[str, str], row_id: str, source: str, ov: dict[str, Any], assumptions: list[str]
+) -> ThroughputCase:
+    """A throughput row whose configuration the matching memory row spells out."""
+    mem_id = str(ov["from_memory_row"])
+    rows = {r["id"]: r for r in read_rows(MEMORY_CSV, REQUIRED_MEMORY_COLUMNS)}
+    mem_ov = {k: v for k, v in overrides().get(mem_id, {}).items() if k != "exclude"}
+    mem = map_memory_row(rows[mem_id], mem_ov, list(mem_ov.get("assumptions", [])))
+    assert mem.spec is not None and mem.gpu is not None
+    return ThroughputCase(
+        row_id,
+        source,
+        spec=mem.spec,
+        config=mem.config,
+        gpu=mem.gpu,
+        measured_tokens_per_s_per_gpu=_measured_tokens_per_gpu(row, mem.spec),
+        assumptions=tuple(dict.fromkeys([f"configuration of memory row {mem_id}", *assumptions])),
+    )
+
+
+def _measured_tokens_per_gpu(row: dict[str, str], spec: ModelSpec) -> float:
+    if row.get("tokens_per_sec_per_gpu"):
+        return float(row["tokens_per_sec_per_gpu"])
+    if row.get("tokens_per_sec_total"):
+        return float(row["tokens_per_sec_total"]) / int(row["gpu_count"])
+    raise FitplanError("no measured tokens/s")
+
+
+def load_throughput_cases(paths: Iterable[str | Path] | None = None) -> list[ThroughputCase]:
+    cases: list[ThroughputCase] = []
+    for path in paths or [THROUGHPUT_CSV]:
+        for row in read_rows(path, REQUIRED_THROUGHPUT_COLUMNS):
+            cases.append(throughput_case(row))
+    return cases
