@@ -11,7 +11,7 @@ for an fp32 master copy, +0.005 for 32-bit optimizer states.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 import numpy as np
 
@@ -153,3 +153,29 @@ def evaluate(
         for k in tput:
             tput[k][idx] = t[k]
     return Evaluation(batch, mem, needed, usable, hw, cpu_ok, fits, tput, fidelity(batch))
+
+
+def concat(parts: list[Evaluation]) -> Evaluation:
+    """One Evaluation from several (e.g. chunks or optuna generations)."""
+    if len(parts) == 1:
+        return parts[0]
+    b0 = parts[0].batch
+    cols = {
+        f.name: np.concatenate([getattr(p.batch, f.name) for p in parts])
+        for f in fields(b0)
+        if f.name != "target_names"
+    }
+    batch = ConfigBatch(**cols, target_names=b0.target_names)
+    return Evaluation(
+        batch=batch,
+        memory={k: np.concatenate([p.memory[k] for p in parts]) for k in parts[0].memory},
+        needed=np.concatenate([p.needed for p in parts]),
+        usable=parts[0].usable,
+        hardware=np.concatenate([p.hardware for p in parts]),
+        cpu_ok=np.concatenate([p.cpu_ok for p in parts]),
+        fits=np.concatenate([p.fits for p in parts]),
+        throughput={
+            k: np.concatenate([p.throughput[k] for p in parts]) for k in parts[0].throughput
+        },
+        fidelity=np.concatenate([p.fidelity for p in parts]),
+    )

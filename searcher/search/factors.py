@@ -158,3 +158,16 @@ class Factors:
             else:
                 cols[k] = self.static_arr[k][s]
         return ConfigBatch(**cols, target_names=self.target_names)
+
+
+def grid(problem: SearchProblem) -> ConfigBatch:
+    """Every valid configuration of the problem as one ConfigBatch (exhaustive enumeration).
+
+    Columns are built by broadcasting (:class:`searcher.search.factors.Factors`): the
+    layout-independent part of each configuration is resolved once per distinct combination and
+    then repeated across the layout rows. A search streams the same pairs in chunks instead.
+    """
+    factors = Factors(problem)
+    empty = np.zeros(0, dtype=np.int64)
+    s, r = next(factors.pairs(None, chunk=1 << 62), (empty, empty))
+    return factors.batch(s, r)

@@ -21,7 +21,8 @@ from constraints.errors import FitplanError
 from constraints.hardware import describe
 from constraints.units import GiB
 from searcher.search.briefs import knobs_brief
-from searcher.search.evaluate import Evaluation, memory_step_bytes, objective_columns
+from searcher.search.evaluate import Evaluation, concat, memory_step_bytes, objective_columns
+from searcher.search.members import member_at
 from searcher.search.pareto import pareto_front
 from searcher.search.space import SearchProblem, knob_values
 
@@ -60,12 +61,6 @@ def _speed(ev: Evaluation) -> np.ndarray:
     return np.nan_to_num(ev.throughput["tokens_per_s"], nan=0.0)
 
 
-def _concat(parts: list[Evaluation]) -> Evaluation:
-    from searcher.search.strategies import concat
-
-    return concat(parts)
-
-
 class FrontSink:
     """The running feasible Pareto front, one member per objective vector: among equals the
     fastest, then the fewest GPUs, then the earliest in grid order."""
@@ -93,7 +88,7 @@ class FrontSink:
         obj = ev.objectives(self.by_price)
         sel = f[self._front(obj[f], _speed(ev)[f], ev.batch.gpus[f], keys[f])]
         part = ev.take(sel)
-        merged = part if self.kept is None else _concat([self.kept, part])
+        merged = part if self.kept is None else concat([self.kept, part])
         m_keys = np.concatenate([self.keys, keys[sel]])
         m_obj = np.concatenate([self.objectives, obj[sel]])
         keep = self._front(m_obj, _speed(merged), merged.batch.gpus, m_keys)
@@ -117,8 +112,6 @@ class FrontSink:
         return out
 
     def members(self, rank_by: str) -> list:
-        from searcher.search.run import member_at
-
         if self.kept is None:
             return []
         ev, obj = self.kept, self.objectives

@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from constraints.config import CODE, ConfigBatch
+from constraints.config import CODE
 from constraints.constants import DEFAULT_HEADROOM
 from constraints.errors import FitplanError
 from constraints.gpus import GpuSpec
@@ -274,21 +274,6 @@ def pair_ok(
     )
     offload_ok = ~np.asarray(eight_bit) | (np.asarray(offload_code) == CODE["offload"]["none"])
     return fused_ok & offload_ok
-
-
-def grid(problem: SearchProblem) -> ConfigBatch:
-    """Every valid configuration of the problem as one ConfigBatch (exhaustive enumeration).
-
-    Columns are built by broadcasting (:class:`searcher.search.factors.Factors`): the
-    layout-independent part of each configuration is resolved once per distinct combination and
-    then repeated across the layout rows. A search streams the same pairs in chunks instead.
-    """
-    from searcher.search.factors import Factors
-
-    factors = Factors(problem)
-    empty = np.zeros(0, dtype=np.int64)
-    s, r = next(factors.pairs(None, chunk=1 << 62), (empty, empty))
-    return factors.batch(s, r)
 
 
 def describe_space(problem: SearchProblem) -> dict[str, Sequence[Any]]:

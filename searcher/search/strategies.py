@@ -14,15 +14,16 @@ A new strategy plugs in with :func:`register` and passes the shared contract tes
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 import numpy as np
 
 from constraints.config import ConfigBatch, TrainConfig
 from constraints.errors import FitplanError
-from searcher.search.evaluate import Evaluation, evaluate
-from searcher.search.space import SearchProblem, checked_layout_rows, grid, pair_ok, static_variants
+from searcher.search.evaluate import Evaluation, concat, evaluate
+from searcher.search.factors import grid
+from searcher.search.space import SearchProblem, checked_layout_rows, pair_ok, static_variants
 
 Progress = Callable[[int, int], None]
 
@@ -31,32 +32,6 @@ class Strategy(Protocol):
     name: str
 
     def run(self, problem: SearchProblem, progress: Progress | None = None) -> Evaluation: ...
-
-
-def concat(parts: list[Evaluation]) -> Evaluation:
-    """One Evaluation from several (e.g. chunks or optuna generations)."""
-    if len(parts) == 1:
-        return parts[0]
-    b0 = parts[0].batch
-    cols = {
-        f.name: np.concatenate([getattr(p.batch, f.name) for p in parts])
-        for f in fields(b0)
-        if f.name != "target_names"
-    }
-    batch = ConfigBatch(**cols, target_names=b0.target_names)
-    return Evaluation(
-        batch=batch,
-        memory={k: np.concatenate([p.memory[k] for p in parts]) for k in parts[0].memory},
-        needed=np.concatenate([p.needed for p in parts]),
-        usable=parts[0].usable,
-        hardware=np.concatenate([p.hardware for p in parts]),
-        cpu_ok=np.concatenate([p.cpu_ok for p in parts]),
-        fits=np.concatenate([p.fits for p in parts]),
-        throughput={
-            k: np.concatenate([p.throughput[k] for p in parts]) for k in parts[0].throughput
-        },
-        fidelity=np.concatenate([p.fidelity for p in parts]),
-    )
 
 
 @dataclass
