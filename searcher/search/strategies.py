@@ -95,7 +95,14 @@ class OptunaStrategy:
         statics = static_variants(problem)
         rows = checked_layout_rows(problem)
         static_keys = _knob_choices(statics)
-        sampler = optuna.samplers.NSGAIISampler(population_size=self.population, seed=self.seed)
+        index: dict[tuple[Any, ...], dict[str, Any]] = {}
+        for st in statics:
+            index.setdefault(_choice_key(st), st)
+        sampler = (
+            optuna.samplers.NSGAIISampler(population_size=self.population, seed=self.seed)
+            if self.storage is not None  # a shared study: other processes ask and tell too
+            else _batch_nsga2(optuna)(population_size=self.population, seed=self.seed)
+        )
         try:
             study = optuna.create_study(
                 directions=["minimize", "minimize", "minimize"],
@@ -111,7 +118,7 @@ class OptunaStrategy:
         while done < self.trials:
             n = min(self.population, self.trials - done)
             trials = [study.ask() for _ in range(n)]
-            configs = [_suggest(t, statics, static_keys, rows, problem) for t in trials]
+            configs = [_suggest(t, index, statics, static_keys, rows, problem) for t in trials]
             ev = evaluate(problem, ConfigBatch.from_configs(configs))
             tput_all = _throughput_all(problem, ev)
             objectives = ev.objectives()
@@ -155,8 +162,55 @@ def _knob_choices(statics: list[dict[str, Any]]) -> dict[str, list[Any]]:
     return keys
 
 
+def _batch_nsga2(optuna: Any) -> Any:
+    """optuna's NSGA-II with bookkeeping that costs the same per trial however many came before.
+
+    optuna finds a trial's generation by scanning every completed trial, and re-reads the parent
+    population from every trial: O(trials) per trial. Here trials are asked and told a whole
+    generation at a time into a fresh study, so trial n belongs to generation n // population
+    (what optuna's scan would find), and a generation's parents never change once chosen."""
+
+    class BatchNSGAIISampler(optuna.samplers.NSGAIISampler):  # type: ignore[misc]
+        def __init__(self, *, population_size: int, seed: int) -> None:
+            super().__init__(population_size=population_size, seed=seed)
+            self._size = population_size
+            self._parents: dict[int, list[Any]] = {}
+
+        def get_trial_generation(self, study: Any, trial: Any) -> int:
+            key = self._get_generation_key()
+            generation = trial.system_attrs.get(key)
+            if generation is None:
+                generation = trial.number // self._size
+                study._storage.set_trial_system_attr(trial._trial_id, key, generation)
+            return int(generation)
+
+        def get_parent_population(self, study: Any, generation: int) -> list[Any]:
+            # optuna returns the parents in selection order when it chooses them, in trial
+            # order when it reads them back: the same here, without reading every trial
+            if generation in self._parents:
+                return self._parents[generation]
+            parents = super().get_parent_population(study, generation)
+            self._parents[generation] = sorted(parents, key=lambda t: t._trial_id)
+            return parents
+
+    return BatchNSGAIISampler
+
+
+#: the knobs a trial chooses for each method (the rest follow from the static variant)
+_CHOICE_KNOBS = ("method", "recipe", "optimizer", "checkpointing", "loss", "optimizer_in_backward")
+
+
+def _choice_key(choice: dict[str, Any]) -> tuple[Any, ...]:
+    method = choice["method"]
+    extra = (
+        () if method == "full" else ("lora_rank",) if method == "lora" else ("lora_rank", "quant")
+    )
+    return tuple(choice[k] for k in _CHOICE_KNOBS + extra)
+
+
 def _suggest(
     trial: Any,
+    index: dict[tuple[Any, ...], dict[str, Any]],
     statics: list[dict[str, Any]],
     keys: dict[str, list[Any]],
     rows: list[dict[str, Any]],
@@ -173,8 +227,7 @@ def _suggest(
         choice["quant"] = trial.suggest_categorical(
             "quant", [q for q in keys["quant"] if q != "none"]
         )
-    matches = [st for st in statics if all(st[k] == v for k, v in choice.items())]
-    static = matches[0] if matches else statics[0]
+    static = index.get(_choice_key(choice), statics[0])  # the first static variant that matches
     row = rows[trial.suggest_int("layout", 0, len(rows) - 1)]
     eight = static["optimizer"] in ("adamw-8bit", "paged-adamw-8bit")
     from constraints.config import CODE
