@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from constraints.breakdown import MemoryBreakdown
 from constraints.memory import TERMS
 from searcher.search.levers import AdvisedExplanation
-from searcher.search.run import FrontMember, SearchResult
-from searcher.search.space import SearchProblem
+
+if TYPE_CHECKING:  # types only: explain need not import the search
+    from searcher.search.run import FrontMember, SearchResult
+    from searcher.search.space import SearchProblem
 
 
 def breakdown_json(b: MemoryBreakdown) -> dict[str, Any]:
