@@ -65,7 +65,13 @@ def cmd_fleet(args: argparse.Namespace) -> int:
         check_report_path(args.report)
     fleet = load_fleet(args.file)
     with progress_reporter("searching job × pool") as progress:
-        plan = plan_fleet(fleet, solver=args.solver, workers=args.workers, progress=progress)
+        plan = plan_fleet(
+            fleet,
+            solver=args.solver,
+            workers=args.workers,
+            progress=progress,
+            fronts=bool(args.report),
+        )
     if args.report:
         from searcher.fleet.report import write_report
 

@@ -12,6 +12,7 @@ placement). When nothing is left the cell says why, in numbers.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -52,10 +53,22 @@ class Cell:
     pool: str
     all_options: list[Option] = field(default_factory=list)  # the fastest per GPU count
     options: list[Option] = field(default_factory=list)  # within deadline and budget, pruned
-    front: list[FrontMember] = field(default_factory=list)
     reason: str | None = None  # why there is no option, in numbers
     evaluated: int = 0
     seconds: float = 0.0
+    #: the Pareto front, built when first read (the HTML report reads it; the plan does not)
+    front_of: Callable[[], list[FrontMember]] | None = field(default=None, repr=False)
+    _front: list[FrontMember] | None = field(default=None, repr=False)
+
+    @property
+    def front(self) -> list[FrontMember]:
+        if self._front is None:
+            self._front = self.front_of() if self.front_of is not None else []
+        return self._front
+
+    @front.setter
+    def front(self, members: list[FrontMember]) -> None:
+        self._front = members
 
     @property
     def best(self) -> Option | None:
@@ -185,7 +198,7 @@ def _cell_problem_key(job: Job, pool: Pool) -> str:
     return repr(sorted(fields.items(), key=lambda kv: kv[0]))
 
 
-def _search_group(pairs: list[tuple[Job, Pool]]) -> list[Cell]:
+def _search_group(pairs: list[tuple[Job, Pool]], fronts: bool = True) -> list[Cell]:
     """One streamed search for cells that share a problem but for their GPU counts: the union
     of their counts is searched once, and each cell's sinks keep its own counts' answers (a
     GPU count's configurations do not depend on which other counts are searched)."""
@@ -214,7 +227,8 @@ def _search_group(pairs: list[tuple[Job, Pool]]) -> list[Cell]:
                 FrontSink(union, gpu_counts=c),
                 RejectionSink(union, gpu_counts=c),
             )
-    stream_search(union, [x for trio in sinks.values() for x in trio], factors=factors)
+    used = [x for trio in sinks.values() for x in trio if fronts or not isinstance(x, FrontSink)]
+    stream_search(union, used, factors=factors)
     share = (time.perf_counter() - start) / len(pairs)
     cells = []
     for job, pool in pairs:
@@ -224,7 +238,7 @@ def _search_group(pairs: list[tuple[Job, Pool]]) -> list[Cell]:
             continue
         best, front, rejections = sinks[c]
         cell = Cell(job.name, pool.name, evaluated=sum(sizes.get(g, 0) for g in c))
-        cell.front = front.members("cost")
+        cell.front_of = front.cached_members if fronts else None
         for _, row in best.rows():
             m = member_at(row, 0)
             hours = job.tokens / m.tokens_per_s / 3600.0
@@ -249,8 +263,10 @@ def search_cells(
     pools: tuple[Pool, ...],
     workers: int | None = None,
     progress=None,
+    fronts: bool = True,
 ) -> dict[tuple[str, str], Cell]:
     """Every (job, pool) cell, one streamed search per group of cells that share a problem.
+    ``fronts=False`` skips each cell's Pareto front (only the HTML report shows it).
 
     One process by default: measured on a loaded 2-core machine, worker processes (pickling
     every result back) were slower than one process (benchmarks/bench_scale.py); ``workers``
@@ -271,7 +287,10 @@ def search_cells(
 
         try:
             with ProcessPoolExecutor(max_workers=n_workers) as pool_exec:
-                for group in pool_exec.map(_search_group, groups.values(), chunksize=1):
+                searches = pool_exec.map(
+                    _search_group, groups.values(), [fronts] * len(groups), chunksize=1
+                )
+                for group in searches:
                     for cell in group:
                         cells[(cell.job, cell.pool)] = cell
                     done += len(group)
@@ -281,7 +300,7 @@ def search_cells(
         except (OSError, NotImplementedError):
             pass  # no process support here (a sandbox without /dev/shm): search in this one
     for group_pairs in groups.values():
-        for cell in _search_group(group_pairs):
+        for cell in _search_group(group_pairs, fronts):
             cells[(cell.job, cell.pool)] = cell
         done += len(group_pairs)
         if progress:

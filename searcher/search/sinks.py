@@ -52,9 +52,20 @@ class Rejection:
     best_config: TrainConfig | None = None
 
 
-def _among(gpu_counts: np.ndarray | None, gpus: np.ndarray) -> np.ndarray:
+def _among(table: np.ndarray | None, gpus: np.ndarray) -> np.ndarray:
     """Rows whose GPU count a sink is about (all when it is about every count)."""
-    return np.ones(gpus.shape, dtype=bool) if gpu_counts is None else np.isin(gpus, gpu_counts)
+    if table is None:
+        return np.ones(gpus.shape, dtype=bool)
+    return table[np.minimum(gpus, table.size - 1)]
+
+
+def _count_table(gpu_counts: Sequence[int] | None) -> np.ndarray | None:
+    """A lookup table: entry g is True when g is among ``gpu_counts`` (the last entry False)."""
+    if gpu_counts is None:
+        return None
+    table = np.zeros(max(gpu_counts, default=0) + 2, dtype=bool)
+    table[list(gpu_counts)] = True
+    return table
 
 
 def _speed(ev: Evaluation) -> np.ndarray:
@@ -68,11 +79,12 @@ class FrontSink:
     def __init__(self, problem: SearchProblem, gpu_counts: Sequence[int] | None = None):
         self.by_price = bool(problem.gpu.usd_per_gpu_hour)
         # the GPU counts this front is about (a fleet pool's), all when None
-        self.gpu_counts = None if gpu_counts is None else np.asarray(gpu_counts)
+        self.gpu_counts = _count_table(gpu_counts)
         self.kept: Evaluation | None = None
         self.keys = np.zeros(0, dtype=np.int64)
         self.objectives = np.zeros((0, 3))
         self.feasible = 0
+        self._members: list | None = None
 
     def _front(
         self, obj: np.ndarray, speed: np.ndarray, gpus: np.ndarray, keys: np.ndarray
@@ -110,6 +122,12 @@ class FrontSink:
             )
             out[rows] |= _staircase_leq(c[equal], m[equal], lb[rows, 0], lb[rows, 1], strict=True)
         return out
+
+    def cached_members(self) -> list:
+        """The members ranked by cost, built once."""
+        if self._members is None:
+            self._members = self.members("cost")
+        return self._members
 
     def members(self, rank_by: str) -> list:
         if self.kept is None:
@@ -161,7 +179,7 @@ class RejectionSink:
 
     def __init__(self, problem: SearchProblem, gpu_counts: Sequence[int] | None = None):
         self.problem = problem
-        self.gpu_counts = None if gpu_counts is None else np.asarray(gpu_counts)
+        self.gpu_counts = _count_table(gpu_counts)
         self.families = list(knob_values(problem)["method"])
         self.stats = {f: _FamilyStats() for f in self.families}
         self.usable: float | None = None
@@ -267,7 +285,7 @@ class BestPerSink:
         gpu_counts: Sequence[int] | None = None,
     ):
         self.group, self.bound_group = group, bound_group
-        self.gpu_counts = None if gpu_counts is None else np.asarray(gpu_counts)
+        self.gpu_counts = _count_table(gpu_counts)
         self.best: dict[int, tuple[tuple[float, float, float, int], Evaluation]] = {}
         self.usable: float | None = None
 

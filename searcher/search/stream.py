@@ -207,6 +207,8 @@ def _unpruned(
         out = np.ones(len(b.keys), dtype=bool)
         for sink in sinks:
             out &= sink.prunable(b)
+            if not out.any():  # some sink needs every row: the others need not be asked
+                break
         return out
 
     every = np.arange(n)
