@@ -170,7 +170,7 @@ def _batch_nsga2(optuna: Any) -> Any:
     generation at a time into a fresh study, so trial n belongs to generation n // population
     (what optuna's scan would find), and a generation's parents never change once chosen."""
 
-    class BatchNSGAIISampler(optuna.samplers.NSGAIISampler):  # type: ignore[misc]
+    class BatchNSGAIISampler(optuna.samplers.NSGAIISampler):
         def __init__(self, *, population_size: int, seed: int) -> None:
             super().__init__(population_size=population_size, seed=seed)
             self._size = population_size
