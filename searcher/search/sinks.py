@@ -113,14 +113,17 @@ class FrontSink:
             return out
         c, m, f = self.objectives[:, 0], self.objectives[:, 1], self.objectives[:, 2]
         lb = b.objectives_lb
-        for level in np.unique(lb[:, 2]):
-            rows = np.flatnonzero(lb[:, 2] == level)
+        levels, inverse = np.unique(lb[:, 2], return_inverse=True)
+        order = np.argsort(inverse, kind="stable")
+        edges = np.searchsorted(inverse[order], np.arange(levels.size + 1))
+        for j, level in enumerate(levels):
+            rows = order[edges[j] : edges[j + 1]]
+            cx, my = lb[rows, 0], lb[rows, 1]
             better = f < level  # strictly higher fidelity: ≤ in cost and memory is enough
             equal = f == level  # same fidelity: strictly better in cost or memory
-            out[rows] |= _staircase_leq(
-                c[better], m[better], lb[rows, 0], lb[rows, 1], strict=False
-            )
-            out[rows] |= _staircase_leq(c[equal], m[equal], lb[rows, 0], lb[rows, 1], strict=True)
+            hit = _staircase_leq(c[better], m[better], cx, my, strict=False)
+            hit |= _staircase_leq(c[equal], m[equal], cx, my, strict=True)
+            out[rows] |= hit
         return out
 
     def cached_members(self) -> list:

@@ -182,8 +182,7 @@ def _unpruned(
     """Indices of the rows some sink needs evaluated, given the bounding rows at ``pos``.
 
     First without throughput: rows every sink drops even at the best cost and speed are
-    skipped, rows some sink keeps even at the worst are evaluated; the throughput bound is run
-    only on the rows between."""
+    skipped (they cannot fit, say); the throughput bound is run only on the others."""
     n = len(batch)
     needed_lb = bound["needed"][pos]
     fid = fidelity(batch)
@@ -213,8 +212,7 @@ def _unpruned(
 
     every = np.arange(n)
     best_case = agreed(bounds(np.full(n, -np.inf), np.full(n, np.inf), every))
-    worst_case = agreed(bounds(np.full(n, np.inf), np.zeros(n), every))
-    middle = np.flatnonzero(worst_case & ~best_case)
+    middle = np.flatnonzero(~best_case)
     skip = best_case.copy()
     if middle.size:
         sub = batch.take(middle)
