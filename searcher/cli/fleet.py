@@ -43,7 +43,7 @@ def register(subparsers: Any) -> None:
         "--workers",
         type=int,
         default=None,
-        help="processes for the searches (default: one per CPU)",
+        help="processes for the searches (default 1: measured faster on a loaded machine)",
     )
     p.set_defaults(handler="searcher.cli.fleet:cmd_fleet")
 
