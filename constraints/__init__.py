@@ -15,6 +15,8 @@ One concept per module:
   ``activations`` (those lists reduced to coefficients and assembled per configuration),
   ``logits`` (logits and loss), ``memory`` (the four moments of a step and their peak),
   ``breakdown`` (one configuration's breakdown and verdict), ``inference``;
+- serving: ``serving`` (weights, paged KV cache, vLLM's budget), ``serving_speed`` (prefill and
+  decode), ``serving_plan`` (the question and its JSON); buy vs rent: ``ownership``;
 - time: ``throughput``; constants: ``constants`` (memory), ``throughput_constants``.
 
 Lever advice (what to change when it does not fit) is the searcher's:

@@ -42,6 +42,20 @@ def kv_cache_bytes(spec: ModelSpec, tokens: int, kv_bytes: float = 2.0) -> int:
     return int(per_token_layer * layers * tokens)
 
 
+def prefill_workspace_bytes(spec: ModelSpec, tokens: int, sequences: int, tp: int = 1) -> float:
+    """Transient bytes per GPU of a forward over ``tokens`` prompt tokens of ``sequences``
+    sequences: one layer's matmul outputs (hidden-wide ×4, replicated on every tensor-parallel
+    rank; MLP-wide ×3, split) for every token, 16-bit, and the fp32 logits of the last position
+    of each sequence (vocabulary-parallel: split)."""
+    if spec.hidden <= 1:
+        return 0.0
+    mlp = max(spec.intermediate, spec.moe_intermediate * max(spec.experts_per_token, 1))
+    hidden_wide = tokens * 4 * spec.hidden * 2.0
+    mlp_wide = tokens * 3 * mlp * 2.0 / tp
+    logits = sequences * spec.vocab * 4.0 / tp
+    return hidden_wide + mlp_wide + logits
+
+
 def inference_memory(
     spec: ModelSpec,
     gpu: GpuSpec,
@@ -67,10 +81,7 @@ def inference_memory(
         weights = f.total * wb
     tokens = batch * context
     kv: float = kv_cache_bytes(spec, tokens, dtype_bytes(kv_dtype))
-    width = 4 * spec.hidden + 3 * max(
-        spec.intermediate, spec.moe_intermediate * max(spec.experts_per_token, 1)
-    )
-    workspace = tokens * width * 2.0 + batch * spec.vocab * 4.0 if spec.hidden > 1 else 0.0
+    workspace = prefill_workspace_bytes(spec, tokens, batch)
     if quant != "none":
         workspace += f.largest_linear * 2.0
     weights, kv, workspace = weights / tp, kv / tp, workspace / tp

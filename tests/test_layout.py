@@ -135,6 +135,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
         "searcher.terminal",
         "searcher.inputs",
     ),
+    "searcher.report": ("searcher.report", "searcher.search", "searcher.files"),
     "searcher.scenarios": (
         "searcher.scenarios",
         "searcher.search",

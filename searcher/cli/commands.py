@@ -20,10 +20,24 @@ def cmd_explain(args: argparse.Namespace) -> int:
     from searcher.search.levers import advise
     from searcher.search.views import explanation_json
 
+    if getattr(args, "report", None):
+        from searcher.report.page import check_page_path
+
+        check_page_path(args.report, args.force)
+    if getattr(args, "exact", False):
+        from searcher.cli.step import cmd_explain_exact
+
+        return cmd_explain_exact(args)
     spec, gpu, cfg, headroom, notes = explain_config(args)
     e = advise(spec, cfg, gpu, headroom)
     if notes:
         e = e.model_copy(update={"notes": (*notes, *e.notes)})
+    if getattr(args, "report", None):
+        from searcher.report.page import write_page
+        from searcher.report.search import explain_page_data
+
+        path = write_page(explain_page_data(e, args.argv, headroom), args.report, force=args.force)
+        sys.stderr.write(f"page written to {path}\n")
     if args.json:
         _dump(explanation_json(e))
     else:
@@ -151,7 +165,7 @@ def cmd_search(args: argparse.Namespace) -> int:
     from searcher.search.views import result_json
 
     if not args.model and args.params is None:
-        from searcher.cli.main import EXAMPLES
+        from searcher.cli.parser import EXAMPLES
 
         sys.stderr.write("fitplan search needs a model. For example:\n" + EXAMPLES)
         return 2
@@ -163,7 +177,17 @@ def cmd_search(args: argparse.Namespace) -> int:
         from searcher.emitters.commands import check_emit_args
 
         check_emit_args(args)
+    if args.report:
+        from searcher.report.page import check_page_path
+
+        check_page_path(args.report, args.force)
     result = run_cli_search(args)
+    if args.report:
+        from searcher.report.page import write_page
+        from searcher.report.search import search_page_data
+
+        path = write_page(search_page_data(result, args.argv), args.report, force=args.force)
+        sys.stderr.write(f"page written to {path}\n")
     if args.csv:
         write_front_csv(result, args.csv, args.tokens)
     if args.json:

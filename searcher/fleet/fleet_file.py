@@ -59,6 +59,7 @@ def parse_fleet(data: dict[str, Any], lines: Lines) -> Fleet:
         jobs=jobs,
         expect=tuple(raw.expect),
         lines=lines,
+        ownership={k: v for k, v in raw.ownership.model_dump().items() if v is not None},
     )
 
 
@@ -185,6 +186,8 @@ def resolve_pool(p: PoolIn, i: int, lines: Lines) -> Pool:
         cpu_ram_per_node=cpu_ram,
         headroom=p.headroom,
         link=link,
+        purchase_usd=p.purchase_usd,
+        power_w=p.power_w,
     )
 
 

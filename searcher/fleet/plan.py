@@ -6,6 +6,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from searcher.fleet.buy_rent import buy_rent_json, buy_vs_rent
 from searcher.fleet.options import Cell, Option, brief, money, search_cells
 from searcher.fleet.placement import Assignment, Item, solve
 from searcher.fleet.schema import Fleet, Job
@@ -229,6 +230,7 @@ def plan_json(plan: FleetPlan) -> dict[str, Any]:
             for j in f.jobs
         ],
         "matrix": matrix_json(plan),
+        "buy_vs_rent": buy_rent_json(buy_vs_rent(plan)),
         "placement": [option_json(p.option, p.job) for p in plan.placed],
         "unplaced": [
             {"job": u.job.name, "reason": u.reason, "per_pool": u.per_pool} for u in plan.unplaced

@@ -89,6 +89,7 @@ def print_plan(plan: FleetPlan, out: Console | None = None) -> None:
     for u in plan.unplaced:
         out.print(f"[red]✗ {u.job.name}[/] not placed: {u.reason}")
 
+    print_buy_rent(plan, out)
     used = ", ".join(f"{p.name} {plan.used(p.name)}/{p.count}" for p in f.pools)
     out.print(
         f"[bold]{len(plan.placed)} of {len(f.jobs)} jobs placed[/] · total {usd_text(plan.total_usd)}"
@@ -100,4 +101,36 @@ def print_plan(plan: FleetPlan, out: Console | None = None) -> None:
         f"[dim]{len(plan.cells)} job × pool searches, {evaluated:,} configurations in "
         f"{plan.search_seconds:.2f} s; {n_options} options placed by the {plan.assignment.solver} "
         f"solver (exact: most jobs, then least cost) in {plan.solve_seconds:.2f} s[/]"
+    )
+
+
+def print_buy_rent(plan: FleetPlan, out: Console) -> None:
+    from searcher.fleet.buy_rent import buy_vs_rent
+
+    rows = buy_vs_rent(plan)
+    if not rows:
+        return
+    years = rows[0].ownership.years
+    table = Table(
+        title=f"Buy or rent: {years:g}-year cost of each pool at its utilisation in this plan",
+        title_justify="left",
+    )
+    for col in ("pool", "utilisation", "break-even", "own (TCO)", "rent", "verdict"):
+        table.add_column(col, justify="left" if col in ("pool", "verdict") else "right")
+    for r in rows:
+        even = "never" if r.break_even > 1 else f"{r.break_even:.0%}"
+        table.add_row(
+            r.pool,
+            f"{r.utilization:.0%}",
+            even,
+            usd_text(r.own_usd),
+            usd_text(r.rent_usd),
+            "[green]buy[/]" if r.verdict == "buy" else "rent",
+        )
+    out.print(table)
+    o = rows[0].ownership
+    out.print(
+        f"[dim]TCO = purchase + hosting ${o.hosting_usd_per_gpu_year:,.0f}/GPU-year + power × PUE "
+        f"{o.pue:g} × ${o.usd_per_kwh:g}/kWh while busy (constraints/data/gpu_ownership.csv; "
+        "override with purchase_usd / power_w per pool and an ownership: block)[/]"
     )

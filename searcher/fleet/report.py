@@ -214,6 +214,19 @@ def render_html(plan: FleetPlan) -> str:
         for u in plan.unplaced
     )
     used = ", ".join(f"{esc(p.name)} {plan.used(p.name)}/{p.count}" for p in f.pools)
+    from searcher.fleet.buy_rent import buy_vs_rent
+
+    buy_rows = [
+        [
+            esc(r.pool),
+            f"{r.utilization:.0%}",
+            "never" if r.break_even > 1 else f"{r.break_even:.0%}",
+            esc(usd_text(r.own_usd)),
+            esc(usd_text(r.rent_usd)),
+            r.verdict,
+        ]
+        for r in buy_vs_rent(plan)
+    ]
     pareto = _png(pareto_figure(plan))
     memory = _png(memory_figure(plan))
     return f"""<!DOCTYPE html>
@@ -236,6 +249,9 @@ img {{ max-width: 100%; }}
 <h2>Placement</h2>
 {_table(["job", "pool", "GPUs", "configuration", "peak GiB", "tokens/s", "time", "cost"], placement_rows)}
 <ul>{unplaced}</ul>
+<h2>Buy or rent</h2>
+<p>Each pool's utilisation in this plan against the cost of owning its GPUs over the horizon.</p>
+{_table(["pool", "utilisation", "break-even", "own (TCO)", "rent", "verdict"], buy_rows)}
 <h2>Pareto fronts</h2>
 <img id="pareto" alt="Pareto fronts: cost against peak memory, by method" src="data:image/png;base64,{pareto}">
 <h2>Memory of the chosen configurations</h2>

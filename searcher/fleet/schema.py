@@ -35,7 +35,7 @@ resolved :class:`Pool`, :class:`Job`, :class:`Fleet`). Reading and resolving a f
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -45,6 +45,7 @@ from constraints.constants import DEFAULT_HEADROOM
 from constraints.gpus import GpuSpec
 from constraints.models import ModelSpec
 from constraints.throughput import DEFAULT_INTER_NODE_GB_S
+from searcher.fleet.buy_rent import OwnershipIn
 from searcher.fleet.yaml_lines import Lines
 
 _TOKEN_SUFFIX = {"k": 1e3, "m": 1e6, "b": 1e9, "g": 1e9, "t": 1e12}
@@ -95,6 +96,8 @@ class PoolIn(BaseModel):
     usd_per_gpu_hour: float | None = Field(default=None, ge=0)
     cpu_ram_per_node: str | None = None
     headroom: float = Field(default=DEFAULT_HEADROOM, ge=0, lt=1)
+    purchase_usd: float | None = Field(default=None, gt=0)  # buy vs rent: per GPU
+    power_w: float | None = Field(default=None, gt=0)
 
 
 class JobIn(BaseModel):
@@ -128,6 +131,7 @@ class FleetIn(BaseModel):
     pools: list[PoolIn] = Field(min_length=1)
     jobs: list[JobIn] = Field(min_length=1)
     expect: list[dict[str, Any]] = Field(default_factory=list)
+    ownership: OwnershipIn = Field(default_factory=OwnershipIn)
 
 
 # ---------------------------------------------------------------- the resolved fleet
@@ -143,6 +147,8 @@ class Pool:
     cpu_ram_per_node: int
     headroom: float
     link: str  # 'NVLink 450 GB/s', 'PCIe 32 GB/s'
+    purchase_usd: float | None = None
+    power_w: float | None = None
 
     @property
     def nodes(self) -> int:
@@ -195,6 +201,7 @@ class Fleet:
     jobs: tuple[Job, ...]
     expect: tuple[dict[str, Any], ...]
     lines: Lines
+    ownership: dict[str, float] = field(default_factory=dict)
 
     def pool(self, name: str) -> Pool:
         return next(p for p in self.pools if p.name == name)

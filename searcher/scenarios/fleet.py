@@ -17,6 +17,7 @@ Numeric metrics take every expectation of :mod:`searcher.scenarios.runner` (``gb
 ``placed``, ``gpus``, ``method``, ``hours``, ``usd``, ``tokens_per_s``, ``needed``, ``reason``;
 per job and pool (``<metric>.<job>.<pool>``): ``fits``, ``cell_usd``, ``cell_hours``,
 ``cell_gpus``, ``cell_method``, ``fastest_hours`` (ignoring the deadline), ``cell_reason``;
+buy vs rent, per pool: ``utilization``, ``break_even``, ``verdict``, ``own_usd``, ``rent_usd``;
 for the fleet: ``total_usd``, ``placed_count``, ``unplaced``, ``makespan_hours``.
 """
 
@@ -84,6 +85,14 @@ def plan_metrics(plan: Any) -> dict[str, Any]:
             m[f"cell_method.{key}"] = best.method if best else None
             m[f"fastest_hours.{key}"] = min((o.hours for o in cell.all_options), default=None)
             m[f"cell_reason.{key}"] = cell.reason or ""
+    from searcher.fleet.buy_rent import buy_vs_rent
+
+    for r in buy_vs_rent(plan):  # buy or rent, per pool
+        m[f"utilization.{r.pool}"] = r.utilization
+        m[f"break_even.{r.pool}"] = r.break_even
+        m[f"verdict.{r.pool}"] = r.verdict
+        m[f"own_usd.{r.pool}"] = r.own_usd
+        m[f"rent_usd.{r.pool}"] = r.rent_usd
     return m
 
 

@@ -138,12 +138,19 @@ def _fits_metrics(case: Case) -> dict[str, Any]:
     return fits_metrics(case)
 
 
+def _serve_metrics(case: Case) -> dict[str, Any]:
+    from searcher.scenarios.serve import serve_metrics
+
+    return serve_metrics(case)
+
+
 KINDS: dict[str, Callable[[Case], dict[str, Any]]] = {
     "explain": _explain_metrics,
     "saved_tensor": _saved_tensor_metrics,
     "inference": _inference_metrics,
     "search": _search_metrics,
     "fits": _fits_metrics,
+    "serve": _serve_metrics,
 }
 
 

@@ -27,7 +27,7 @@ from constraints.hardware import describe, hardware_mask
 from constraints.memory import TERMS
 from constraints.models import ModelSpec
 
-#: TrainConfig field -> the ``fitplan explain`` option that sets it (searcher/cli/main.py
+#: TrainConfig field -> the ``fitplan explain`` option that sets it (searcher/cli/parser.py
 #: ``_config_args``; tests/search/test_levers.py holds the two together). ``dp`` has no option: it
 #: follows from ``--gpus`` / (tp · pp).
 FLAG_OF_FIELD: dict[str, str] = {

@@ -15,9 +15,7 @@ from searcher.search.levers import FLAG_OF_FIELD, advise, flags_of
 
 
 def _explain_parser() -> argparse.ArgumentParser:
-    # imported when run, not at collection: importing the submodule rebinds the package's
-    # ``searcher.cli.main`` attribute, which other test modules import as the entry function
-    parser = importlib.import_module("searcher.cli.main").build_parser()
+    parser = importlib.import_module("searcher.cli.parser").build_parser()
     sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
     return sub.choices["explain"]
 

@@ -10,6 +10,7 @@ from typing import NoReturn
 from searcher.cli.fleet import register as register_fleet
 from searcher.cli.launch import add_emit_args
 from searcher.cli.launch import register as register_launch
+from searcher.cli.serve import register as register_serve
 
 EXAMPLES = """\
 examples:
@@ -19,6 +20,7 @@ examples:
   fitplan fits --gpu rtx-4090
   fitplan scenario run scenarios/*.yaml
   fitplan fleet scenarios/fleet-example.yaml   # place jobs on GPU pools
+  fitplan serve --model llama-3.1-8b --gpu h100-sxm --context 8192  # serving: concurrency, speed
   fitplan models            # the model catalog
   fitplan gpus              # the GPU catalog
   fitplan accuracy          # predictions against published measurements
@@ -157,6 +159,16 @@ def _search_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--json", action="store_true", help='print {"front": [...], "rejected": [...]}')
 
 
+def _report_args(p: argparse.ArgumentParser, force: bool) -> None:
+    p.add_argument(
+        "--report",
+        metavar="HTML",
+        help="write one self-contained HTML page (plotly; pip install 'fitplan[report]')",
+    )
+    if force:
+        p.add_argument("--force", action="store_true", help="overwrite the --report file")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="fitplan",
@@ -177,7 +189,47 @@ def build_parser() -> argparse.ArgumentParser:
     _gpu_args(p)
     _config_args(p)
     p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument(
+        "--exact",
+        action="store_true",
+        help="also trace two real training steps on fake tensors (needs the measure extra)",
+    )
+    _report_args(p, force=True)
     p.set_defaults(handler="searcher.cli.commands:cmd_explain")
+
+    p = sub.add_parser(
+        "trace-step",
+        help="trace real training steps on fake tensors: peak allocated vs the analytic model",
+        description="Run two training steps of the configuration (the HF model from its config, "
+        "PEFT, the bitsandbytes NF4 emulation, the optimizer) on fake CPU tensors, count every "
+        "allocation as the CUDA caching allocator would, and print the second step's peak, its "
+        "moment and composition beside fitplan's analytic phases and terms.",
+        epilog=EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    _model_args(p)
+    _gpu_args(p)
+    _config_args(p)
+    p.add_argument(
+        "--full-depth",
+        action="store_true",
+        help="trace every layer (default: 2 and 3, extrapolated)",
+    )
+    p.add_argument(
+        "--adamw-impl",
+        choices=["fused", "foreach"],
+        default="fused",
+        help="torch AdamW implementation for --optimizer adamw (default: fused, HF Trainer's)",
+    )
+    p.add_argument(
+        "--autocast",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="forward under torch.autocast in the compute dtype, as HF Trainer with bf16=True "
+        "runs it (default: the recipe's)",
+    )
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.set_defaults(handler="searcher.cli.step:cmd_trace_step")
 
     p = sub.add_parser(
         "search",
@@ -190,6 +242,7 @@ def build_parser() -> argparse.ArgumentParser:
     _search_args(p)
     _config_args(p, search=True)
     add_emit_args(p)
+    _report_args(p, force=False)  # --force comes with the emit options
     p.set_defaults(handler="searcher.cli.commands:cmd_search")
 
     p = sub.add_parser(
@@ -226,6 +279,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     register_launch(sub)
     register_fleet(sub)
+    register_serve(sub)
 
     p = sub.add_parser("models", help="list the model catalog")
     p.add_argument("--json", action="store_true")
@@ -349,6 +403,7 @@ def _load(handler: str) -> Callable[[argparse.Namespace], int]:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    args.argv = list(sys.argv[1:] if argv is None else argv)  # for the page's commands
     handler = getattr(args, "handler", None)
     if handler is None:
         if args.command == "scenario":

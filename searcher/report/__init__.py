@@ -1,0 +1,1 @@
+"""The HTML page: one self-contained file per search, explanation or serving plan."""

@@ -1,0 +1,378 @@
+"""Trace real training steps of a fitplan configuration on fake tensors and count its peak.
+
+The HF model is built from its ``config.json`` on the meta device (random init, nothing
+downloaded), wrapped as the user's stack wraps it (PEFT LoRA with its defaults; QLoRA with the
+bitsandbytes NF4 emulation of :mod:`searcher.truth.fake_quant` and PEFT's
+``prepare_model_for_kbit_training``; HF gradient checkpointing, non-reentrant), materialised with
+``to_empty(device="cpu")`` inside a ``FakeTensorMode``, and run for two full steps (forward with
+labels, so transformers computes the loss with its fp32 upcast; backward; gradient clipping at
+HF Trainer's default ``max_grad_norm`` 1.0; the optimizer step; ``zero_grad(set_to_none=True)``).
+The second step is measured: optimizer state exists only after the first ``step()``.
+:class:`searcher.truth.alloc_tracker.AllocTracker` counts every storage as the CUDA caching
+allocator would (512-byte blocks); :mod:`searcher.truth.cuda_kernels` puts the CUDA attention and
+dropout kernels' allocations in place of the CPU's.
+
+Decoder layers are identical, so the step is traced at 3 and 4 layers and each segment is
+extrapolated linearly to the model's depth (tests/truth/test_step_trace.py holds this to a full
+trace, exact to the block).
+
+Python API::
+
+    from searcher.truth.step_trace import trace_step
+    t = trace_step(spec, cfg)            # ModelSpec, TrainConfig
+    t.peak_bytes, t.moment, t.composition  # int, "backward", {"parameters": …, …}
+"""
+
+from __future__ import annotations
+
+import time
+import warnings
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+from constraints.config import TrainConfig
+from constraints.models import ModelSpec
+from searcher.truth.step_build import build, check_supported, optimizer_for, torch_dtype
+
+#: HF Trainer's default gradient clipping (TrainingArguments.max_grad_norm)
+HF_MAX_GRAD_NORM = 1.0
+#: steps run; the last is measured
+TRACED_STEPS = 2
+#: blocks listed from the peak (StepTrace.largest)
+LARGEST_BLOCKS = 12
+#: layer counts traced for the extrapolation: enough for the first two and the last two layers
+#: to be told apart (the first has no input gradient when the embedding is frozen; the last
+#: meets the head), and every peak of a layer between them lies at one of those
+TRACE_DEPTHS = (3, 4)
+
+
+@dataclass
+class StepTrace:
+    """The traced peak allocated bytes of one training step (the second) of ``config``."""
+
+    model: str
+    config: TrainConfig
+    peak_bytes: int
+    #: the phase at the peak: forward, loss, backward, optimizer step
+    moment: str
+    #: bytes at the peak per category (alloc_tracker.CATEGORIES)
+    composition: dict[str, int]
+    #: bytes per decoder layer at the peak (the 3-layer minus the 2-layer trace)
+    per_layer_bytes: int
+    layers: int
+    traced_layers: tuple[int, ...]
+    #: bytes outside torch's allocator (paged optimizer states in unified memory)
+    paged_bytes: int = 0
+    wall_s: float = 0.0
+    notes: list[str] = field(default_factory=list)
+    #: the largest blocks alive at the peak of the (deepest) traced model:
+    #: (bytes, category, phase that allocated it, "dtype[shape]")
+    largest: list[tuple[int, str, str, str]] = field(default_factory=list)
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "model": self.model,
+            "config": self.config.model_dump(),
+            "peak_allocated_bytes": self.peak_bytes,
+            "moment": self.moment,
+            "composition": self.composition,
+            "per_layer_bytes": self.per_layer_bytes,
+            "layers": self.layers,
+            "traced_layers": list(self.traced_layers),
+            "paged_bytes": self.paged_bytes,
+            "wall_s": self.wall_s,
+            "notes": self.notes,
+            "largest_blocks": [list(b) for b in self.largest],
+        }
+
+
+@dataclass
+class _Raw:
+    #: segment → (peak bytes, phase, composition at that peak)
+    segments: dict[str, tuple[int, str, dict[str, int]]]
+    paged: int
+    largest: dict[str, list[tuple[int, str, str, str]]]
+
+    def top(self) -> tuple[str, tuple[int, str, dict[str, int]]]:
+        return max(self.segments.items(), key=lambda kv: kv[1][0])
+
+
+# --------------------------------------------------------------------------------------------
+# Running the steps
+# --------------------------------------------------------------------------------------------
+
+
+@contextmanager
+def _quiet_masks() -> Iterator[None]:
+    """No packed-sequence detection (a data-dependent check fake tensors cannot answer)."""
+    from transformers import masking_utils
+
+    original = masking_utils.find_packed_sequence_indices
+    masking_utils.find_packed_sequence_indices = lambda *a, **k: None
+    try:
+        yield
+    finally:
+        masking_utils.find_packed_sequence_indices = original
+
+
+def _layer_place(i: int, n: int) -> str:
+    """first / second / … / second-to-last / last; a layer may be two (joined by '|')."""
+    places = []
+    if i == 0:
+        places.append("first")
+    elif i == n - 1:
+        places.append("last")
+    else:
+        if i == 1:
+            places.append("second")
+        if i == n - 2:
+            places.append("second_to_last")
+    return "|".join(places) or "middle"
+
+
+def _segment(phase: str, place: str) -> str:
+    return "|".join(f"{phase}:{p}" for p in place.split("|"))
+
+
+def _hooks(model: Any, tracker: Any) -> None:
+    """Phase and segment marks. The head's output starts the loss. A decoder layer is ``first``,
+    ``last`` or ``middle`` (segments of identical layers, matched across traced depths); in
+    backward, the layer being differentiated is the one whose gradient accumulated last (or whose
+    checkpoint is being recomputed: a recomputed layer's tensors are ``recomputed``)."""
+    from searcher.truth.hf_build import layer_stacks
+
+    head = model.get_output_embeddings()
+    head.register_forward_hook(lambda *_: tracker.set_phase("loss", "logits_and_loss"))
+    layer_of: dict[int, str] = {}
+    for _name, stack in layer_stacks(model):
+        n = len(stack)
+        for i, layer in enumerate(stack):
+            where = _layer_place(i, n)
+            for p in layer.parameters():
+                layer_of[id(p)] = where
+
+            def pre(*_: Any, where: str = where) -> None:
+                if tracker.phase == "backward":
+                    tracker.category = "recomputed"
+                tracker.set_segment(_segment(tracker.phase, where))
+
+            def post(*_: Any) -> None:
+                if tracker.phase == "backward":
+                    tracker.category = "temporaries"
+
+            layer.register_forward_pre_hook(pre)
+            layer.register_forward_hook(post)
+
+    def accumulated(p: Any) -> None:
+        tracker.label(p.grad, "gradients")
+        where = layer_of.get(id(p))
+        if where is not None:
+            tracker.set_segment(_segment("backward", where))
+        elif tracker.segment != "backward":  # outside the layers, after them: the embedding
+            tracker.set_segment("backward:embedding")
+
+    for p in model.parameters():
+        if p.requires_grad:
+            p.register_post_accumulate_grad_hook(accumulated)
+
+
+def _run(
+    cfg_dict: dict[str, Any],
+    cfg: TrainConfig,
+    adamw_impl: str,
+    steps: int,
+    autocast_override: bool | None = None,
+) -> _Raw:
+    import torch
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    from searcher.truth.alloc_tracker import make_tracker
+    from searcher.truth.cuda_kernels import cuda_attention, cuda_dropout
+
+    weight, _grad, master, _state, compute, autocast = cfg.resolved_recipe()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model, _note = build(cfg_dict, cfg)
+    tracker = make_tracker()
+    with ExitStack() as stack:
+        stack.enter_context(FakeTensorMode(allow_non_fake_inputs=True))
+        stack.enter_context(cuda_attention())
+        stack.enter_context(cuda_dropout())
+        stack.enter_context(_quiet_masks())
+        stack.enter_context(warnings.catch_warnings())
+        warnings.simplefilter("ignore")
+        _materialise(model)
+        stack.enter_context(tracker)
+        for t in (*model.parameters(), *model.buffers()):
+            tracker.label(t, "parameters")
+        trainable = [p for p in model.parameters() if p.requires_grad]
+        masters = None
+        if master and trainable and trainable[0].dtype != torch.float32:
+            tracker.set_phase("setup", "master_weights")
+            masters = [p.detach().float() for p in trainable]
+        opt = optimizer_for(cfg, masters or trainable, adamw_impl)
+        _hooks(model, tracker)
+        tracker.set_phase("setup", "inputs")
+        ids = torch.zeros(cfg.micro_batch, cfg.seq_len, dtype=torch.long)
+        use_amp = autocast and compute != weight
+        if autocast_override is not None:
+            use_amp = autocast_override and compute != "fp32"
+        amp = torch.autocast("cpu", dtype=torch_dtype(compute)) if use_amp else None
+        for step in range(steps):
+            if step == steps - 1:
+                tracker.reset_peak()
+            _one_step(model, opt, ids, trainable, masters, tracker, amp)
+        paged = int(getattr(opt, "paged_bytes", 0))
+        segments = {k: (p.bytes, p.phase, p.composition()) for k, p in tracker.segments.items()}
+        largest = {
+            k: [(b.nbytes, b.category, b.phase, b.what) for b in p.largest(LARGEST_BLOCKS)]
+            for k, p in tracker.segments.items()
+        }
+    return _Raw(segments, paged, largest)
+
+
+def _materialise(model: Any) -> None:
+    """``to_empty(device="cpu")`` (fake storages), keeping tied parameters tied: ``_apply``
+    makes a new Parameter per module when the tensor type changes (meta → fake), which would
+    untie an output head from its embedding."""
+    shared: dict[int, list[tuple[Any, str]]] = {}
+    for module in model.modules():
+        for name, p in module._parameters.items():
+            if p is not None:
+                shared.setdefault(id(p), []).append((module, name))
+    model.to_empty(device="cpu")
+    for places in shared.values():
+        first_module, first_name = places[0]
+        for module, name in places[1:]:
+            module._parameters[name] = first_module._parameters[first_name]
+
+
+def _one_step(
+    model: Any, opt: Any, ids: Any, trainable: list[Any], masters: Any, tracker: Any, amp: Any
+) -> None:
+    import torch
+
+    tracker.set_phase("forward", "activations")
+    if amp is not None:
+        with amp:
+            out = model(input_ids=ids, labels=ids)
+    else:
+        out = model(input_ids=ids, labels=ids)
+    loss = out.loss
+    del out
+    tracker.set_phase("backward", "temporaries")
+    loss.backward()
+    del loss
+    tracker.set_phase("optimizer step", "optimizer_transient")
+    torch.nn.utils.clip_grad_norm_(trainable, HF_MAX_GRAD_NORM, foreach=True)
+    if masters is not None:
+        for p, m in zip(trainable, masters, strict=True):
+            m.grad = p.grad.float()
+            p.grad = None
+    opt.step()
+    if masters is not None:
+        for p, m in zip(trainable, masters, strict=True):
+            p.data.copy_(m)
+    for s in opt.state.values():
+        for t in s.values():
+            if isinstance(t, torch.Tensor):
+                tracker.label(t, "optimizer_state")
+    opt.zero_grad(set_to_none=True)
+    if masters is not None:
+        for m in masters:
+            m.grad = None
+    tracker.set_phase("between steps", "temporaries")
+
+
+# --------------------------------------------------------------------------------------------
+# The public function
+# --------------------------------------------------------------------------------------------
+
+
+def _depth_of(cfg_dict: dict[str, Any]) -> int:
+    from searcher.truth.hf_build import LAYER_KEYS
+
+    model_type = str(cfg_dict.get("model_type", "")).lower()
+    key = LAYER_KEYS.get(model_type, ("num_hidden_layers",))[0]
+    return int(cfg_dict[key])
+
+
+def trace_step(
+    spec: ModelSpec,
+    cfg: TrainConfig,
+    *,
+    hf_config_dict: dict[str, Any] | None = None,
+    full_depth: bool = False,
+    adamw_impl: str = "fused",
+    steps: int = TRACED_STEPS,
+    autocast: bool | None = None,
+) -> StepTrace:
+    """Trace two training steps of ``cfg`` on ``spec``'s HF model; the second step's peak.
+
+    ``hf_config_dict``: the model's ``config.json`` fields (default: the catalog entry of
+    ``spec.id``). ``full_depth``: trace every layer instead of extrapolating from 3 and 4.
+    ``adamw_impl``: ``fused`` (HF Trainer's ``adamw_torch_fused``) or ``foreach`` (torch's
+    default on CUDA). ``steps``: steps run, the last measured (2: optimizer state exists from the
+    first ``step()`` on; 1 shows a first step). ``autocast``: run forward under
+    ``torch.autocast(compute dtype)`` (HF Trainer with ``bf16=True``/``fp16=True`` does, through
+    accelerate, whatever dtype the model was loaded in); default: the recipe's. Needs torch, transformers and peft (the ``measure`` extra).
+    """
+    from searcher.truth.hf_build import require_torch, with_layers
+
+    require_torch()
+    check_supported(spec, cfg)
+    if hf_config_dict is None:
+        from searcher.truth.hf_build import config_of
+
+        hf_config_dict, _ = config_of(spec.id)
+    start = time.perf_counter()
+    depth = _depth_of(hf_config_dict)
+    if full_depth or depth <= max(TRACE_DEPTHS):
+        raw = _run(hf_config_dict, cfg, adamw_impl, steps, autocast)
+        seg, (peak, moment, comp) = raw.top()
+        elapsed = time.perf_counter() - start
+        return StepTrace(
+            spec.id, cfg, peak, moment, comp, 0, depth, (depth,), raw.paged, elapsed,
+            [f"peak in segment {seg}"], raw.largest[seg],
+        )  # fmt: skip
+    runs = []
+    for n in TRACE_DEPTHS:
+        small = with_layers(hf_config_dict, n)
+        runs.append((_depth_of(small), _run(small, cfg, adamw_impl, steps, autocast)))
+    (l2, a), (l3, b) = runs
+    return _extrapolate(spec, cfg, depth, (l2, a), (l3, b), time.perf_counter() - start)
+
+
+def _extrapolate(
+    spec: ModelSpec,
+    cfg: TrainConfig,
+    depth: int,
+    shallow: tuple[int, _Raw],
+    deeper: tuple[int, _Raw],
+    elapsed: float,
+) -> StepTrace:
+    """Each segment's peak (and composition) linearly in the layer count, from two depths; the
+    step's peak is the highest extrapolated segment. Middle layers are left out: their peaks lie
+    between the first's and the last's (live bytes change linearly from layer to layer)."""
+    (l2, a), (l3, b) = shallow, deeper
+    steps = l3 - l2
+    extra = depth - l3
+    best: tuple[int, str, dict[str, int], int, str] | None = None
+    for seg, (p3, moment, c3) in b.segments.items():
+        if seg.endswith(":middle") or seg not in a.segments:
+            continue
+        p2, _m, c2 = a.segments[seg]
+        per_layer = (p3 - p2) // steps
+        peak = p3 + extra * per_layer
+        if best is None or peak > best[0]:
+            comp = {k: c3[k] + extra * (c3[k] - c2[k]) // steps for k in c3}
+            best = (peak, moment, comp, per_layer, seg)
+    assert best is not None
+    peak, moment, comp, per_layer, seg = best
+    paged = b.paged + extra * (b.paged - a.paged) // steps
+    return StepTrace(
+        spec.id, cfg, peak, moment, comp, per_layer, depth, (l2, l3), paged, elapsed,
+        notes=[f"peak in segment {seg}"], largest=b.largest[seg],
+    )  # fmt: skip

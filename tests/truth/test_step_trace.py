@@ -1,0 +1,159 @@
+"""The step tracer: extrapolation, optimizer state, eager attention, LoRA dtypes, NF4 storage.
+
+Golden values come from the definitions of the thing measured (Adam keeps two fp32 moments and a
+step counter per parameter; eager attention keeps b·h·s² scores), from bitsandbytes' own
+quantize_4bit, or from a full-depth trace of the same model; never from the tracer's constants.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from constraints.config import TrainConfig
+from constraints.models import spec_from_hf_config
+
+pytestmark = pytest.mark.heavy
+
+TINY = json.loads((Path(__file__).parents[1] / "data" / "tiny_llama_config.json").read_text())
+
+
+def _spec(cfg: dict) -> object:
+    return spec_from_hf_config(cfg, id="tiny-llama", name="tiny-llama")
+
+
+def _trace(cfg: dict | None = None, **kw: object) -> object:
+    from searcher.truth.step_trace import trace_step
+
+    cfg = cfg or TINY
+    opts = {k: kw.pop(k) for k in ("full_depth", "steps", "adamw_impl") if k in kw}
+    tc = TrainConfig(**{"micro_batch": 2, "seq_len": 64, **kw})
+    return trace_step(_spec(cfg), tc, hf_config_dict=cfg, **opts)
+
+
+def _round(n: int) -> int:
+    """The CUDA caching allocator's block: 512 bytes (independent of the tracer's constant)."""
+    return 0 if n == 0 else (n + 511) // 512 * 512
+
+
+@pytest.mark.parametrize(
+    "kw",
+    [
+        {"recipe": "bf16-torch", "attention": "sdpa"},
+        {"method": "lora", "attention": "eager", "checkpointing": "full"},
+        {"method": "qlora", "quant": "nf4-dq", "checkpointing": "full"},
+    ],
+)
+def test_extrapolation_equals_a_full_trace_to_the_block(kw: dict) -> None:
+    deep = {**TINY, "num_hidden_layers": 7}
+    full = _trace(deep, full_depth=True, **kw)
+    extrapolated = _trace(deep, **kw)
+    assert extrapolated.traced_layers == (3, 4)
+    assert extrapolated.peak_bytes == full.peak_bytes
+    assert extrapolated.composition == full.composition
+    assert extrapolated.moment == full.moment
+
+
+def test_second_step_adds_exactly_adams_state() -> None:
+    """fp32 full fine-tune, activations dominant so both peaks sit in backward: the second step
+    carries AdamW's exp_avg and exp_avg_sq (fp32, one per parameter) and its fused step counter
+    (an fp32 scalar tensor on the device) per parameter."""
+    import torch
+
+    from searcher.truth.hf_build import build_model, hf_config
+
+    kw = {"recipe": "fp32", "micro_batch": 4, "seq_len": 256, "attention": "eager"}
+    one = _trace(steps=1, **kw)
+    two = _trace(steps=2, **kw)
+    assert one.moment == two.moment == "backward"
+    model = build_model(
+        hf_config(TINY), device="meta", dtype=torch.float32, attn_implementation="eager"
+    )
+    adam = sum(2 * _round(p.numel() * 4) + _round(4) for p in model.parameters())
+    assert two.peak_bytes - one.peak_bytes == adam
+    assert two.composition["optimizer_state"] == adam
+
+
+def test_eager_extra_over_sdpa_scales_with_batch_heads_seq_squared() -> None:
+    def extra(b: int, s: int) -> int:
+        kw = {"recipe": "bf16-torch", "micro_batch": b, "seq_len": s}
+        return (
+            _trace(attention="eager", **kw).peak_bytes - _trace(attention="sdpa", **kw).peak_bytes
+        )
+
+    base = extra(1, 128)
+    heads, layers = TINY["num_attention_heads"], TINY["num_hidden_layers"]
+    per_score = base / (heads * 128**2 * layers)
+    # bf16 scores, their fp32 softmax and its bf16 copy: several bytes per score, per layer
+    assert 4 <= per_score <= 12
+    assert extra(2, 128) / base == pytest.approx(2.0, rel=0.05)
+    assert extra(1, 256) / base == pytest.approx(4.0, rel=0.10)
+
+
+def test_lora_adapters_are_fp32_on_a_bf16_base() -> None:
+    from searcher.truth.step_build import build as _build
+
+    cfg = TrainConfig(method="lora", recipe="bf16-torch", lora_rank=8)
+    model, _ = _build(TINY, cfg)
+    lora = {n: p for n, p in model.named_parameters() if "lora_" in n}
+    assert lora and all(str(p.dtype) == "torch.float32" for p in lora.values())
+    base = [p for n, p in model.named_parameters() if "lora_" not in n]
+    assert all(str(p.dtype) == "torch.bfloat16" and not p.requires_grad for p in base)
+    traced = _trace(method="lora", recipe="bf16-torch", lora_rank=8)
+    adam = sum(2 * _round(p.numel() * 4) + _round(4) for p in lora.values())
+    assert traced.composition["optimizer_state"] == adam
+
+
+def test_qlora_wraps_the_emulated_layers_with_peft_bitsandbytes_class() -> None:
+    pytest.importorskip("bitsandbytes")
+    from searcher.truth.step_build import build as _build
+
+    model, _ = _build(TINY, TrainConfig(method="qlora", quant="nf4", checkpointing="full"))
+    kinds = {type(m).__name__ for m in model.modules()}
+    assert "Linear4bit" in kinds  # peft.tuners.lora.bnb.Linear4bit
+    non_quant = [p for n, p in model.named_parameters() if "lora_" not in n]
+    assert all(str(p.dtype) == "torch.float32" for p in non_quant)  # prepare_model_for_kbit
+
+
+@pytest.mark.parametrize("double_quant", [False, True])
+def test_nf4_storage_equals_bitsandbytes(double_quant: bool) -> None:
+    bnb_f = pytest.importorskip("bitsandbytes.functional")
+    import torch
+
+    from searcher.truth.fake_quant import nf4_storage_bytes
+
+    shape = (96, 200)  # 19200 elements: 300 blocks of 64, not a multiple of 256 blocks
+    w = torch.randn(shape, dtype=torch.bfloat16)
+    packed, state = bnb_f.quantize_4bit(
+        w, blocksize=64, compress_statistics=double_quant, quant_type="nf4"
+    )
+    ours = nf4_storage_bytes(shape, double_quant)
+    assert ours["weight"] == packed.numel() * packed.element_size()
+    assert ours["absmax"] == state.absmax.numel() * state.absmax.element_size()
+    assert ours["code"] == state.code.numel() * state.code.element_size()
+    if double_quant:
+        s2 = state.state2
+        assert ours["absmax2"] == s2.absmax.numel() * s2.absmax.element_size()
+        assert ours["code2"] == s2.code.numel() * s2.code.element_size()
+        assert ours["offset"] == state.offset.numel() * state.offset.element_size()
+
+
+def test_paged_8bit_states_leave_the_allocator() -> None:
+    plain = _trace(recipe="bf16-torch", optimizer="adamw-8bit")
+    paged = _trace(recipe="bf16-torch", optimizer="paged-adamw-8bit")
+    # the tiny model has no tensor of >= 1e5 elements, so nothing is paged here
+    assert paged.paged_bytes == 0 and paged.peak_bytes == plain.peak_bytes
+
+
+def test_nothing_but_weights_and_state_survives_a_step() -> None:
+    """After zero_grad(set_to_none=True) only parameters, optimizer state and the input ids are
+    alive: every activation, gradient and temporary was freed (no leak in the tracking)."""
+    from searcher.truth.step_trace import _run
+
+    cfg = TrainConfig(method="lora", micro_batch=2, seq_len=64, checkpointing="full")
+    raw = _run(TINY, cfg, "fused", 2)
+    _bytes, _phase, comp = raw.segments["between steps"]
+    alive = {k for k, v in comp.items() if v}
+    assert alive == {"parameters", "optimizer_state", "inputs"}
