@@ -92,7 +92,7 @@ def main() -> None:
         start = time.process_time()
         plan_fleet(fleet, workers=1)
         cpu_seconds.append(time.process_time() - start)
-    for label, workers in (("1 process", 1), (f"{cpus} processes (default)", None)):
+    for label, workers in (("1 process (the default)", 1), (f"{cpus} processes", cpus)):
         runs = [plan_fleet(fleet, workers=workers) for _ in range(args.repeat)]
         total = statistics.median(r.search_seconds + r.solve_seconds for r in runs)
         search = statistics.median(r.search_seconds for r in runs)

@@ -27,8 +27,9 @@ def main() -> None:
     from constraints.memory import memory_arrays
     from constraints.models import resolve_model
     from constraints.throughput import throughput_arrays
+    from searcher.search.factors import grid
     from searcher.search.run import run_search
-    from searcher.search.space import SearchProblem, grid
+    from searcher.search.space import SearchProblem
     from searcher.search.strategies import ExhaustiveStrategy
 
     problem = SearchProblem(

@@ -34,7 +34,7 @@ class MemoryBreakdown(BaseModel):
     are cudaMallocManaged memory, outside the PyTorch allocator's counts); + slack = peak
     reserved."""
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, defer_build=True)
 
     weights: int
     gradients: int
@@ -79,7 +79,7 @@ class Verdict(BaseModel):
     """The breakdown against the card: usable = capacity − CUDA context − headroom; the
     allocator may reserve up to ``usable`` (``needed`` = peak reserved)."""
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, defer_build=True)
 
     capacity: int
     cuda_context: int
@@ -92,7 +92,7 @@ class Verdict(BaseModel):
 
 
 class Explanation(BaseModel):
-    model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True)
+    model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True, defer_build=True)
 
     model: ModelSpec
     gpu: GpuSpec

@@ -100,7 +100,7 @@ COLUMN_DTYPES: dict[str, type] = {
 class TrainConfig(BaseModel):
     """One training configuration (per data-parallel replica unless stated)."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     method: Method = "full"
     lora_rank: int = Field(default=16, ge=1, le=65536)

@@ -23,7 +23,7 @@ DATA_DIR = Path(__file__).parent / "data"
 class GpuSpec(BaseModel):
     """One accelerator. Bandwidths in GB/s (1e9 bytes/s) per direction; compute in dense TFLOPS."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     id: str
     name: str

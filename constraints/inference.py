@@ -20,7 +20,7 @@ from constraints.precision import QUANTS, dtype_bytes
 
 
 class InferenceBreakdown(BaseModel):
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, defer_build=True)
 
     weights: int
     kv_cache: int

@@ -39,7 +39,7 @@ SUPPORTED_TYPES = sorted(LLAMA_LIKE | {"gpt2", "opt", "falcon", "t5", "mt5", "be
 class ModelSpec(BaseModel):
     """A transformer, described by the numbers that decide its memory and compute."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     id: str
     name: str

@@ -191,7 +191,13 @@ def print_search(
     out.print(
         f"[bold]{p.model.name}[/] ({fmt_count(total_params(p.model))} params) "
         f"on up to {p.max_gpus} × {p.gpu.name} · target batch {p.target_batch} × {p.seq_len} tokens · "
-        f"{result.evaluated:,} configurations evaluated ({result.strategy}), {result.feasible:,} fit, "
+        f"{result.evaluated:,} configurations searched ({result.strategy}"
+        + (
+            f"; {result.evaluated - result.pruned:,} evaluated, the rest pruned exactly"
+            if getattr(result, "pruned", 0)
+            else ""
+        )
+        + f"), {result.feasible:,} of the evaluated fit, "
         f"{len(result.front)} on the Pareto front, {result.seconds:.2f} s"
     )
     if result.front:

@@ -12,6 +12,7 @@ placement). When nothing is left the cell says why, in numbers.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -52,10 +53,22 @@ class Cell:
     pool: str
     all_options: list[Option] = field(default_factory=list)  # the fastest per GPU count
     options: list[Option] = field(default_factory=list)  # within deadline and budget, pruned
-    front: list[FrontMember] = field(default_factory=list)
     reason: str | None = None  # why there is no option, in numbers
     evaluated: int = 0
     seconds: float = 0.0
+    #: the Pareto front, built when first read (the HTML report reads it; the plan does not)
+    front_of: Callable[[], list[FrontMember]] | None = field(default=None, repr=False)
+    _front: list[FrontMember] | None = field(default=None, repr=False)
+
+    @property
+    def front(self) -> list[FrontMember]:
+        if self._front is None:
+            self._front = self.front_of() if self.front_of is not None else []
+        return self._front
+
+    @front.setter
+    def front(self, members: list[FrontMember]) -> None:
+        self._front = members
 
     @property
     def best(self) -> Option | None:
@@ -177,8 +190,73 @@ def search_cell(job: Job, pool: Pool) -> Cell:
     return cell
 
 
-def _search_pair(pair: tuple[Job, Pool]) -> Cell:
-    return search_cell(*pair)
+def _cell_problem_key(job: Job, pool: Pool) -> str:
+    """What a cell's evaluation depends on besides its GPU counts: cells that agree here share
+    one search (jobs differing only in name, tokens, deadline or budget; pools differing only in
+    name and size). The price stays in: it is the front's cost objective."""
+    p = problem_for(job, pool)
+    fields = {k: v for k, v in p.__dict__.items() if k not in ("max_gpus", "gpu_counts")}
+    return repr(sorted(fields.items(), key=lambda kv: kv[0]))
+
+
+def _search_group(pairs: list[tuple[Job, Pool]], fronts: bool = True) -> list[Cell]:
+    """One streamed search for cells that share a problem but for their GPU counts: the union
+    of their counts is searched once, and each cell's sinks keep its own counts' answers (a
+    GPU count's configurations do not depend on which other counts are searched)."""
+    from searcher.search.factors import Factors
+    from searcher.search.sinks import BestPerSink, FrontSink, RejectionSink
+    from searcher.search.stream import stream_search
+
+    start = time.perf_counter()
+    job0, pool0 = pairs[0]
+    counts = sorted({g for _, pool in pairs for g in pool.gpu_counts()})
+    base = problem_for(job0, pool0)
+    union = SearchProblem(
+        **{**base.__dict__, "max_gpus": max(p.count for _, p in pairs), "gpu_counts": tuple(counts)}
+    )
+    try:
+        factors = Factors(union)
+    except FitplanError:  # no layout at all: each cell says why in its own terms
+        return [search_cell(job, pool) for job, pool in pairs]
+    sizes = factors.size_by_gpus()
+    sinks: dict[tuple[int, ...], tuple[BestPerSink, FrontSink, RejectionSink]] = {}
+    for _, pool in pairs:
+        c = pool.gpu_counts()
+        if c not in sinks and sum(sizes.get(g, 0) for g in c) > 0:
+            sinks[c] = (
+                BestPerSink(lambda ev: ev.batch.gpus, lambda b: b.gpus, gpu_counts=c),
+                FrontSink(union, gpu_counts=c),
+                RejectionSink(union, gpu_counts=c),
+            )
+    used = [x for trio in sinks.values() for x in trio if fronts or not isinstance(x, FrontSink)]
+    stream_search(union, used, factors=factors)
+    share = (time.perf_counter() - start) / len(pairs)
+    cells = []
+    for job, pool in pairs:
+        c = pool.gpu_counts()
+        if c not in sinks:  # none of this pool's counts has a layout: its own error message
+            cells.append(search_cell(job, pool))
+            continue
+        best, front, rejections = sinks[c]
+        cell = Cell(job.name, pool.name, evaluated=sum(sizes.get(g, 0) for g in c))
+        cell.front_of = front.cached_members if fronts else None
+        for _, row in best.rows():
+            m = member_at(row, 0)
+            hours = job.tokens / m.tokens_per_s / 3600.0
+            cell.all_options.append(
+                Option(job.name, pool.name, m.gpus, m, hours, m.gpus * pool.price * hours)
+            )
+        if not cell.all_options:
+            reasons = [
+                r.reason.replace("(--cpu-ram)", "(cpu_ram_per_node)")
+                for r in rejections.rejections()
+            ]
+            cell.reason = "; ".join(reasons) or "no configuration fits"
+        else:
+            cell.options, cell.reason = within_limits(job, cell.all_options)
+        cell.seconds = share
+        cells.append(cell)
+    return cells
 
 
 def search_cells(
@@ -186,28 +264,52 @@ def search_cells(
     pools: tuple[Pool, ...],
     workers: int | None = None,
     progress=None,
+    fronts: bool = True,
 ) -> dict[tuple[str, str], Cell]:
-    """Every (job, pool) cell; in parallel worker processes when there are several CPUs."""
-    import os
+    """Every (job, pool) cell, one streamed search per group of cells that share a problem.
+    ``fronts=False`` skips each cell's Pareto front (only the HTML report shows it).
 
-    pairs = [(j, p) for j in jobs for p in pools]
-    n_workers = workers if workers is not None else min(os.cpu_count() or 1, len(pairs))
+    One process by default: measured on a loaded 2-core machine, worker processes (pickling
+    every result back) were slower than one process (benchmarks/bench_scale.py); ``workers``
+    spreads the groups over that many processes."""
     cells: dict[tuple[str, str], Cell] = {}
-    if n_workers <= 1 or len(pairs) < 4:
-        for k, (j, p) in enumerate(pairs):
-            cells[(j.name, p.name)] = search_cell(j, p)
-            if progress:
-                progress(k + 1, len(pairs))
-        return cells
-    from concurrent.futures import ProcessPoolExecutor
+    groups: dict[str, list[tuple[Job, Pool]]] = {}
+    total = len(jobs) * len(pools)
+    for j in jobs:
+        for p in pools:
+            if p.name not in j.pools:
+                cells[(j.name, p.name)] = Cell(j.name, p.name, reason="not among the job's pools")
+            else:
+                groups.setdefault(_cell_problem_key(j, p), []).append((j, p))
+    done = len(cells)
+    n_workers = workers or 1
+    if n_workers > 1 and len(groups) > 1:
+        from concurrent.futures import ProcessPoolExecutor
 
-    try:
-        with ProcessPoolExecutor(max_workers=n_workers) as pool_exec:
-            for k, cell in enumerate(pool_exec.map(_search_pair, pairs, chunksize=1)):
-                cells[(cell.job, cell.pool)] = cell
-                if progress:
-                    progress(k + 1, len(pairs))
-    except (OSError, NotImplementedError):
-        # no process support here (a sandbox without /dev/shm, say): search in this process
-        return search_cells(jobs, pools, workers=1, progress=progress)
-    return cells
+        try:
+            with ProcessPoolExecutor(max_workers=n_workers) as pool_exec:
+                searches = pool_exec.map(
+                    _search_group, groups.values(), [fronts] * len(groups), chunksize=1
+                )
+                for group in searches:
+                    for cell in group:
+                        cells[(cell.job, cell.pool)] = cell
+                    done += len(group)
+                    if progress:
+                        progress(done, total)
+            return _in_order(cells, jobs, pools)
+        except (OSError, NotImplementedError):
+            pass  # no process support here (a sandbox without /dev/shm): search in this one
+    for group_pairs in groups.values():
+        for cell in _search_group(group_pairs, fronts):
+            cells[(cell.job, cell.pool)] = cell
+        done += len(group_pairs)
+        if progress:
+            progress(done, total)
+    return _in_order(cells, jobs, pools)
+
+
+def _in_order(
+    cells: dict[tuple[str, str], Cell], jobs: tuple[Job, ...], pools: tuple[Pool, ...]
+) -> dict[tuple[str, str], Cell]:
+    return {(j.name, p.name): cells[(j.name, p.name)] for j in jobs for p in pools}

@@ -54,10 +54,17 @@ class FleetPlan:
 
 
 def plan_fleet(
-    fleet: Fleet, *, solver: str = "milp", workers: int | None = None, progress=None
+    fleet: Fleet,
+    *,
+    solver: str = "milp",
+    workers: int | None = None,
+    progress=None,
+    fronts: bool = False,
 ) -> FleetPlan:
+    """Search every cell, place the jobs. ``fronts``: keep each cell's Pareto front too (what
+    the HTML report plots; the plan itself needs only each GPU count's fastest)."""
     start = time.perf_counter()
-    cells = search_cells(fleet.jobs, fleet.pools, workers=workers, progress=progress)
+    cells = search_cells(fleet.jobs, fleet.pools, workers=workers, progress=progress, fronts=fronts)
     searched = time.perf_counter()
     items, options = _items(fleet, cells)
     assignment = solve(items, len(fleet.jobs), [p.count for p in fleet.pools], solver)

@@ -11,7 +11,7 @@ for an fp32 master copy, +0.005 for 32-bit optimizer states.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 import numpy as np
 
@@ -57,21 +57,59 @@ class Evaluation:
     def feasible(self) -> np.ndarray:
         return self.fits & (self.hardware == 0) & self.cpu_ok
 
-    def objectives(self) -> np.ndarray:
+    def objectives(self, by_price: bool | None = None) -> np.ndarray:
         """(n, 3) minimisation objectives at the resolution a person decides at: cost in steps of
-        ``COST_RESOLUTION`` (relative), peak memory in steps of ``memory_step`` bytes, −fidelity."""
-        cost = self.throughput["usd_per_mtok"]
-        if np.isnan(cost).all():
-            cost = 1e6 / self.throughput["tokens_per_s"]  # seconds per million tokens
-        with np.errstate(invalid="ignore", divide="ignore"):
-            cost_q = np.ceil(np.log(cost) / np.log1p(COST_RESOLUTION))
-        cost_q = np.where(np.isnan(cost_q), 0.0, cost_q)  # a custom card: memory and fidelity only
-        memory_q = np.ceil(self.needed / self.memory_step)
-        return np.stack([cost_q, memory_q, -self.fidelity], axis=1)
+        ``COST_RESOLUTION`` (relative), peak memory in steps of ``memory_step`` bytes, −fidelity.
+
+        Cost is $ per million tokens when ``by_price`` (default: when any row has a price),
+        else seconds per million tokens."""
+        return objective_columns(
+            self.throughput, self.needed, self.fidelity, self.memory_step, by_price
+        )
+
+    def take(self, index: np.ndarray) -> Evaluation:
+        """The rows ``index`` of this evaluation (a copy)."""
+        return Evaluation(
+            batch=self.batch.take(index),
+            memory={k: v[index] for k, v in self.memory.items()},
+            needed=self.needed[index],
+            usable=self.usable,
+            hardware=self.hardware[index],
+            cpu_ok=self.cpu_ok[index],
+            fits=self.fits[index],
+            throughput={k: v[index] for k, v in self.throughput.items()},
+            fidelity=self.fidelity[index],
+        )
 
     @property
     def memory_step(self) -> float:
-        return max(MEMORY_RESOLUTION_BYTES, MEMORY_RESOLUTION_FRACTION * self.usable)
+        return memory_step_bytes(self.usable)
+
+
+def objective_columns(
+    throughput: dict[str, np.ndarray],
+    needed: np.ndarray,
+    fidelity_: np.ndarray,
+    memory_step: float,
+    by_price: bool | None = None,
+) -> np.ndarray:
+    """The (n, 3) objectives of :meth:`Evaluation.objectives` from its columns (also used on
+    bounds: each column is monotone in the quantity it quantises)."""
+    cost = throughput["usd_per_mtok"]
+    if by_price is None:
+        by_price = not np.isnan(cost).all()
+    if not by_price:
+        cost = 1e6 / throughput["tokens_per_s"]  # seconds per million tokens
+    with np.errstate(invalid="ignore", divide="ignore"):
+        cost_q = np.ceil(np.log(cost) / np.log1p(COST_RESOLUTION))
+    cost_q = np.where(np.isnan(cost_q), 0.0, cost_q)  # a custom card: memory and fidelity only
+    memory_q = np.ceil(needed / memory_step)
+    return np.stack([cost_q, memory_q, -fidelity_], axis=1)
+
+
+def memory_step_bytes(usable: float) -> float:
+    """Bytes per step of the memory objective."""
+    return max(MEMORY_RESOLUTION_BYTES, MEMORY_RESOLUTION_FRACTION * usable)
 
 
 def usable_bytes(problem: SearchProblem) -> float:
@@ -116,3 +154,29 @@ def evaluate(
         for k in tput:
             tput[k][idx] = t[k]
     return Evaluation(batch, mem, needed, usable, hw, cpu_ok, fits, tput, fidelity(batch))
+
+
+def concat(parts: list[Evaluation]) -> Evaluation:
+    """One Evaluation from several (e.g. chunks or optuna generations)."""
+    if len(parts) == 1:
+        return parts[0]
+    b0 = parts[0].batch
+    cols = {
+        f.name: np.concatenate([getattr(p.batch, f.name) for p in parts])
+        for f in fields(b0)
+        if f.name != "target_names"
+    }
+    batch = ConfigBatch(**cols, target_names=b0.target_names)
+    return Evaluation(
+        batch=batch,
+        memory={k: np.concatenate([p.memory[k] for p in parts]) for k in parts[0].memory},
+        needed=np.concatenate([p.needed for p in parts]),
+        usable=parts[0].usable,
+        hardware=np.concatenate([p.hardware for p in parts]),
+        cpu_ok=np.concatenate([p.cpu_ok for p in parts]),
+        fits=np.concatenate([p.fits for p in parts]),
+        throughput={
+            k: np.concatenate([p.throughput[k] for p in parts]) for k in parts[0].throughput
+        },
+        fidelity=np.concatenate([p.fidelity for p in parts]),
+    )

@@ -187,7 +187,7 @@ LEVERS: list[tuple[str, str, Callable[[TrainConfig], Change | None]]] = [
 
 
 class Lever(BaseModel):
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, defer_build=True)
 
     term: str
     change: str

@@ -22,10 +22,9 @@ from typing import Any
 
 import numpy as np
 
-from constraints.backend_rules import runnable_mask
-from constraints.backends import BACKEND_CODE, searched_by_default
 from constraints.backends import backend as backend_entry
-from constraints.config import CODE, COLUMN_DTYPES, ConfigBatch, TrainConfig
+from constraints.backends import searched_by_default
+from constraints.config import CODE
 from constraints.constants import DEFAULT_HEADROOM
 from constraints.errors import FitplanError
 from constraints.gpus import GpuSpec
@@ -304,60 +303,6 @@ def pair_ok(
     )
     offload_ok = ~np.asarray(eight_bit) | (np.asarray(offload_code) == CODE["offload"]["none"])
     return fused_ok & offload_ok
-
-
-def _eight_bit(optimizer_name: str) -> bool:
-    return optimizer_name in ("adamw-8bit", "paged-adamw-8bit")
-
-
-def grid(problem: SearchProblem) -> ConfigBatch:
-    """Every valid configuration of the problem as one ConfigBatch (exhaustive enumeration).
-
-    Columns are built by broadcasting: the layout-independent part of each configuration is
-    resolved once per distinct combination (through TrainConfig, the one place that knows how a
-    recipe becomes bytes) and then repeated across the layout rows.
-    """
-    statics = static_variants(problem)
-    rows = checked_layout_rows(problem)
-    static_cols: list[dict[str, float]] = []
-    for st in statics:
-        probe = TrainConfig(**{**st, "micro_batch": 1, "seq_len": problem.seq_len})
-        static_cols.append(probe.columns())
-    row_arr = {
-        k: np.array([r[k] for r in rows])
-        for k in ("tp", "pp", "dp", "micro_batch", "grad_accum", "zero")
-    }
-    row_arr["offload"] = np.array([CODE["offload"][str(r["offload"])] for r in rows])
-    row_arr["backend"] = np.array([BACKEND_CODE[str(r["backend"])] for r in rows])
-    n_s, n_r = len(statics), len(rows)
-    s_idx = np.repeat(np.arange(n_s), n_r)
-    r_idx = np.tile(np.arange(n_r), n_s)
-    # drop invalid pairings
-    keep = pair_ok(
-        np.array([st["optimizer_in_backward"] for st in statics])[s_idx],
-        np.array([_eight_bit(st["optimizer"]) for st in statics])[s_idx],
-        row_arr["grad_accum"][r_idx],
-        (row_arr["dp"] * row_arr["tp"] * row_arr["pp"])[r_idx],
-        row_arr["zero"][r_idx],
-        row_arr["offload"][r_idx],
-    )
-    s_idx, r_idx = s_idx[keep], r_idx[keep]
-    cols: dict[str, np.ndarray] = {}
-    for key in COLUMN_DTYPES:
-        if key == "targets":
-            continue
-        if key in row_arr:
-            cols[key] = row_arr[key][r_idx].astype(COLUMN_DTYPES[key])
-        elif key == "seq_len":
-            cols[key] = np.full(len(s_idx), problem.seq_len, dtype=np.int64)
-        else:
-            cols[key] = np.array([c[key] for c in static_cols], dtype=COLUMN_DTYPES[key])[s_idx]
-    cols["targets"] = np.zeros(len(s_idx), dtype=np.int64)
-    batch = ConfigBatch(**cols, target_names=(statics[0]["lora_targets"],))
-    # the space holds only what the row's backend runs (constraints/data/backends.json)
-    # (where no backend runs the pins, the rows stay: the run reports the backend rule)
-    runnable = runnable_mask(batch)
-    return batch.take(np.flatnonzero(runnable)) if runnable.any() else batch
 
 
 def describe_space(problem: SearchProblem) -> dict[str, Sequence[Any]]:

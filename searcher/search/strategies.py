@@ -13,16 +13,17 @@ A new strategy plugs in with :func:`register` and passes the shared contract tes
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass, fields
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 import numpy as np
 
 from constraints.config import ConfigBatch, TrainConfig
 from constraints.errors import FitplanError
-from searcher.search.evaluate import Evaluation, evaluate
-from searcher.search.space import SearchProblem, checked_layout_rows, grid, pair_ok, static_variants
+from searcher.search.evaluate import Evaluation, concat, evaluate
+from searcher.search.factors import grid
+from searcher.search.space import SearchProblem, checked_layout_rows, pair_ok, static_variants
 
 Progress = Callable[[int, int], None]
 
@@ -33,42 +34,31 @@ class Strategy(Protocol):
     def run(self, problem: SearchProblem, progress: Progress | None = None) -> Evaluation: ...
 
 
-def concat(parts: list[Evaluation]) -> Evaluation:
-    """One Evaluation from several (e.g. chunks or optuna generations)."""
-    if len(parts) == 1:
-        return parts[0]
-    b0 = parts[0].batch
-    cols = {
-        f.name: np.concatenate([getattr(p.batch, f.name) for p in parts])
-        for f in fields(b0)
-        if f.name != "target_names"
-    }
-    batch = ConfigBatch(**cols, target_names=b0.target_names)
-    return Evaluation(
-        batch=batch,
-        memory={k: np.concatenate([p.memory[k] for p in parts]) for k in parts[0].memory},
-        needed=np.concatenate([p.needed for p in parts]),
-        usable=parts[0].usable,
-        hardware=np.concatenate([p.hardware for p in parts]),
-        cpu_ok=np.concatenate([p.cpu_ok for p in parts]),
-        fits=np.concatenate([p.fits for p in parts]),
-        throughput={
-            k: np.concatenate([p.throughput[k] for p in parts]) for k in parts[0].throughput
-        },
-        fidelity=np.concatenate([p.fidelity for p in parts]),
-    )
-
-
 @dataclass
 class ExhaustiveStrategy:
-    """Evaluate the whole grid, in chunks so that a progress bar can follow."""
+    """Every valid configuration, exactly. ``search`` streams the grid in chunks through sinks
+    and prunes what provably changes no answer (:mod:`searcher.search.stream`); ``run`` returns
+    the evaluation of the whole grid at once, for callers that want every row."""
 
-    chunk: int = 250_000
+    chunk: int = 1 << 16
+    prune: bool = True
     name: str = "exhaustive"
+
+    def search(
+        self, problem: SearchProblem, sinks: Sequence[Any], progress: Progress | None = None
+    ) -> Any:
+        from searcher.search.stream import stream_search
+
+        return stream_search(problem, sinks, chunk=self.chunk, prune=self.prune, progress=progress)
 
     def run(self, problem: SearchProblem, progress: Progress | None = None) -> Evaluation:
         batch = grid(problem)
         n = len(batch)
+        if n <= self.chunk:  # one chunk: no copy of the batch
+            ev = evaluate(problem, batch)
+            if progress:
+                progress(n, n)
+            return ev
         parts = []
         for start in range(0, n, self.chunk):
             idx = np.arange(start, min(n, start + self.chunk))
@@ -107,7 +97,14 @@ class OptunaStrategy:
         static_keys = _knob_choices(statics)
         from searcher.search.storage import fingerprint, open_study
 
-        sampler = optuna.samplers.NSGAIISampler(population_size=self.population, seed=self.seed)
+        index: dict[tuple[Any, ...], dict[str, Any]] = {}
+        for st in statics:
+            index.setdefault(_choice_key(st), st)
+        sampler = (
+            optuna.samplers.NSGAIISampler(population_size=self.population, seed=self.seed)
+            if self.storage is not None  # a shared study: other processes ask and tell too
+            else _batch_nsga2(optuna)(population_size=self.population, seed=self.seed)
+        )
         key = fingerprint(problem)
         study = open_study(
             self.storage,
@@ -121,7 +118,7 @@ class OptunaStrategy:
         while done < self.trials:
             n = min(self.population, self.trials - done)
             trials = [study.ask() for _ in range(n)]
-            configs = [_suggest(t, statics, static_keys, rows, problem) for t in trials]
+            configs = [_suggest(t, index, statics, static_keys, rows, problem) for t in trials]
             ev = evaluate(problem, ConfigBatch.from_configs(configs))
             tput_all = _throughput_all(problem, ev)
             objectives = ev.objectives()
@@ -137,7 +134,7 @@ class OptunaStrategy:
             if progress:
                 progress(done, self.trials)
         if self.storage is not None:  # a shared study: the front of every process's trials
-            shared = _replay(study, statics, static_keys, rows, problem)
+            shared = _replay(study, index, statics, static_keys, rows, problem)
             if shared is not None:
                 return shared
         return concat(parts)
@@ -145,6 +142,7 @@ class OptunaStrategy:
 
 def _replay(
     study: Any,
+    index: dict[tuple[Any, ...], dict[str, Any]],
     statics: list[dict[str, Any]],
     keys: dict[str, list[Any]],
     rows: list[dict[str, Any]],
@@ -156,7 +154,8 @@ def _replay(
 
     done = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
     configs = [
-        _suggest(optuna.trial.FixedTrial(t.params), statics, keys, rows, problem) for t in done
+        _suggest(optuna.trial.FixedTrial(t.params), index, statics, keys, rows, problem)
+        for t in done
     ]
     return evaluate(problem, ConfigBatch.from_configs(configs)) if configs else None
 
@@ -188,8 +187,55 @@ def _knob_choices(statics: list[dict[str, Any]]) -> dict[str, list[Any]]:
     return keys
 
 
+def _batch_nsga2(optuna: Any) -> Any:
+    """optuna's NSGA-II with bookkeeping that costs the same per trial however many came before.
+
+    optuna finds a trial's generation by scanning every completed trial, and re-reads the parent
+    population from every trial: O(trials) per trial. Here trials are asked and told a whole
+    generation at a time into a fresh study, so trial n belongs to generation n // population
+    (what optuna's scan would find), and a generation's parents never change once chosen."""
+
+    class BatchNSGAIISampler(optuna.samplers.NSGAIISampler):
+        def __init__(self, *, population_size: int, seed: int) -> None:
+            super().__init__(population_size=population_size, seed=seed)
+            self._size = population_size
+            self._parents: dict[int, list[Any]] = {}
+
+        def get_trial_generation(self, study: Any, trial: Any) -> int:
+            key = self._get_generation_key()
+            generation = trial.system_attrs.get(key)
+            if generation is None:
+                generation = trial.number // self._size
+                study._storage.set_trial_system_attr(trial._trial_id, key, generation)
+            return int(generation)
+
+        def get_parent_population(self, study: Any, generation: int) -> list[Any]:
+            # optuna returns the parents in selection order when it chooses them, in trial
+            # order when it reads them back: the same here, without reading every trial
+            if generation in self._parents:
+                return self._parents[generation]
+            parents = super().get_parent_population(study, generation)
+            self._parents[generation] = sorted(parents, key=lambda t: t._trial_id)
+            return parents
+
+    return BatchNSGAIISampler
+
+
+#: the knobs a trial chooses for each method (the rest follow from the static variant)
+_CHOICE_KNOBS = ("method", "recipe", "optimizer", "checkpointing", "loss", "optimizer_in_backward")
+
+
+def _choice_key(choice: dict[str, Any]) -> tuple[Any, ...]:
+    method = choice["method"]
+    extra = (
+        () if method == "full" else ("lora_rank",) if method == "lora" else ("lora_rank", "quant")
+    )
+    return tuple(choice[k] for k in _CHOICE_KNOBS + extra)
+
+
 def _suggest(
     trial: Any,
+    index: dict[tuple[Any, ...], dict[str, Any]],
     statics: list[dict[str, Any]],
     keys: dict[str, list[Any]],
     rows: list[dict[str, Any]],
@@ -206,8 +252,7 @@ def _suggest(
         choice["quant"] = trial.suggest_categorical(
             "quant", [q for q in keys["quant"] if q != "none"]
         )
-    matches = [st for st in statics if all(st[k] == v for k, v in choice.items())]
-    static = matches[0] if matches else statics[0]
+    static = index.get(_choice_key(choice), statics[0])  # the first static variant that matches
     row = rows[trial.suggest_int("layout", 0, len(rows) - 1)]
     eight = static["optimizer"] in ("adamw-8bit", "paged-adamw-8bit")
     from constraints.config import CODE

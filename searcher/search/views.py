@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from constraints.breakdown import MemoryBreakdown
 from constraints.memory import TERMS
 from constraints.speed import StepTime
 from searcher.search.levers import AdvisedExplanation
-from searcher.search.run import FrontMember, SearchResult
-from searcher.search.space import SearchProblem
+
+if TYPE_CHECKING:  # types only: explain need not import the search
+    from searcher.search.run import FrontMember, SearchResult
+    from searcher.search.space import SearchProblem
 
 
 def breakdown_json(b: MemoryBreakdown) -> dict[str, Any]:
@@ -120,6 +122,7 @@ def result_json(r: SearchResult, tokens: float | None = None) -> dict[str, Any]:
         "seq_len": r.problem.seq_len,
         "strategy": r.strategy,
         "evaluated": r.evaluated,
+        "pruned": r.pruned,
         "feasible": r.feasible,
         "front": [member_json(m, r.problem, tokens) for m in r.front],
         "rejected": [

@@ -246,7 +246,7 @@ def test_communication_uses_the_inter_node_bandwidth_across_nodes() -> None:
 
 def test_search_keeps_tensor_parallel_inside_a_node(tmp_path: Path) -> None:
     from searcher.fleet.options import problem_for
-    from searcher.search.space import grid
+    from searcher.search.factors import grid
 
     text = SMALL.replace("count: 16\n    gpus_per_node: 8", "count: 16\n    gpus_per_node: 4")
     fleet = load_fleet(write(tmp_path, text))

@@ -13,9 +13,10 @@ from constraints.gpus import resolve_gpu
 from constraints.models import resolve_model
 from constraints.units import GiB
 from searcher.search.evaluate import evaluate
+from searcher.search.factors import grid
 from searcher.search.pareto import dominates, hypervolume, pareto_front
 from searcher.search.run import run_search
-from searcher.search.space import SearchProblem, grid
+from searcher.search.space import SearchProblem
 from searcher.search.strategies import ExhaustiveStrategy, OptunaStrategy, make_strategy
 
 STRATEGIES = {

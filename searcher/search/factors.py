@@ -1,0 +1,194 @@
+"""The exhaustive space as two factors: static variants × layout rows, built lazily.
+
+A configuration of the grid is a pair (static variant ``s``, layout row ``r``): the static
+variant holds the knobs that do not depend on the layout (method, rank, recipe, optimizer,
+checkpointing, loss, … whatever :func:`static_variants` yields), the layout row holds tensor /
+pipeline / data parallel degrees, micro-batch, accumulation, ZeRO stage and offload. Its place in
+the grid is ``key = s × rows + r``: the order of :func:`searcher.search.space.grid`, which
+breaks ties between equal configurations the same way whether the grid is built at once or a
+chunk at a time.
+
+Rows come in *groups* that differ only in the micro-batch (and so the accumulation): the
+group's *corner* is its micro-batch-1 row. Pruning (:mod:`searcher.search.stream`) evaluates
+corners first and bounds the other rows of a group by them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from functools import cache
+from typing import Any
+
+import numpy as np
+
+from constraints.backends import BACKEND_CODE
+from constraints.config import CODE, COLUMN_DTYPES, ConfigBatch
+from searcher.search.space import SearchProblem, checked_layout_rows, pair_ok, static_variants
+
+#: the row columns, in the order the layout rows carry them
+ROW_COLUMNS = ("tp", "pp", "dp", "micro_batch", "grad_accum", "zero", "offload", "backend")
+#: the row columns that stay fixed inside a group (all but micro-batch and accumulation)
+GROUP_COLUMNS = ("tp", "pp", "dp", "zero", "offload", "backend")
+#: layout-row values held as names, coded into ConfigBatch integers
+_ROW_CODES = {"offload": CODE["offload"], "backend": BACKEND_CODE}
+
+
+@cache
+def _static_columns(items: tuple[tuple[str, Any], ...], seq_len: int) -> dict[str, float]:
+    """One static variant as ConfigBatch columns (through TrainConfig, the one place that knows
+    how a recipe becomes bytes); cached, since the same variants recur across models and pools."""
+    from constraints.config import TrainConfig
+
+    return TrainConfig(**dict(items), micro_batch=1, seq_len=seq_len).columns()
+
+
+class Factors:
+    """The grid of a problem as static variants × layout rows, with the pairing rule."""
+
+    def __init__(self, problem: SearchProblem) -> None:
+        self.problem = problem
+        self.statics = static_variants(problem)
+        self.rows = checked_layout_rows(problem)
+        self.n_static, self.n_rows = len(self.statics), len(self.rows)
+        cols = [_static_columns(tuple(st.items()), problem.seq_len) for st in self.statics]
+        self.static_arr: dict[str, np.ndarray] = {
+            k: np.array([c[k] for c in cols], dtype=COLUMN_DTYPES[k])
+            for k in COLUMN_DTYPES
+            if k not in ROW_COLUMNS and k not in ("targets", "seq_len")
+        }
+        self.row_arr: dict[str, np.ndarray] = {
+            k: np.array(
+                [_ROW_CODES[k][str(r[k])] if k in _ROW_CODES else r[k] for r in self.rows],
+                dtype=COLUMN_DTYPES[k],
+            )
+            for k in ROW_COLUMNS
+        }
+        self.target_names = (self.statics[0]["lora_targets"],)
+        self._opt_in_bwd = np.array([st["optimizer_in_backward"] for st in self.statics])
+        self._eight_bit = np.array(
+            [st["optimizer"] in ("adamw-8bit", "paged-adamw-8bit") for st in self.statics]
+        )
+        self.corner = self._corners()
+        ra = self.row_arr
+        self._pair_masks = {
+            (oib, eight): np.asarray(
+                pair_ok(
+                    oib,
+                    eight,
+                    ra["grad_accum"],
+                    ra["dp"] * ra["tp"] * ra["pp"],
+                    ra["zero"],
+                    ra["offload"],
+                ),
+                dtype=bool,
+            )
+            for oib in (False, True)
+            for eight in (False, True)
+        }
+        self._runnable = self._runnable_masks()
+
+    def _corners(self) -> np.ndarray:
+        """For each row, the index of its group's micro-batch-1 row (itself when it has none)."""
+        ra = self.row_arr
+        group = np.zeros(self.n_rows, dtype=np.int64)
+        for k in GROUP_COLUMNS:
+            _, inv = np.unique(ra[k], return_inverse=True)
+            group = group * (int(inv.max()) + 1) + inv
+        corner = np.arange(self.n_rows)
+        ones = np.flatnonzero(ra["micro_batch"] == 1)
+        first = dict(zip(group[ones].tolist(), ones.tolist(), strict=True))
+        for r in range(self.n_rows):
+            corner[r] = first.get(int(group[r]), r)
+        return corner
+
+    def _runnable_masks(self) -> list[np.ndarray] | None:
+        """Per static variant, the rows whose backend runs it (constraints/data/backends.json).
+        None where no backend runs any of the pins: then the rows stay, and the run reports the
+        backend rule that refused them."""
+        from constraints.backend_rules import runnable_mask
+
+        masks = []
+        every_row = np.arange(self.n_rows)
+        for s in range(self.n_static):
+            paired = self._pair_masks[(bool(self._opt_in_bwd[s]), bool(self._eight_bit[s]))]
+            ok = np.zeros(self.n_rows, dtype=bool)
+            rows = every_row[paired]
+            ok[rows] = runnable_mask(self.batch(np.full(rows.size, s, dtype=np.int64), rows))
+            masks.append(ok)
+        return masks if any(m.any() for m in masks) else None
+
+    def _mask(self, s: int) -> np.ndarray:
+        paired = self._pair_masks[(bool(self._opt_in_bwd[s]), bool(self._eight_bit[s]))]
+        return paired if self._runnable is None else self._runnable[s]
+
+    @property
+    def size(self) -> int:
+        return int(sum(int(self._mask(s).sum()) for s in range(self.n_static)))
+
+    def size_by_gpus(self) -> dict[int, int]:
+        """Configurations in the grid per GPU count."""
+        gpus = self.row_arr["dp"] * self.row_arr["tp"] * self.row_arr["pp"]
+        per_row = np.zeros(self.n_rows, dtype=np.int64)
+        for s in range(self.n_static):
+            per_row += self._mask(s)
+        out: dict[int, int] = {}
+        for g, n in zip(gpus.tolist(), per_row.tolist(), strict=True):
+            out[g] = out.get(g, 0) + n
+        return out
+
+    def rows_of(self, s: int, rows: np.ndarray | None = None) -> np.ndarray:
+        """The rows (of ``rows``, default all) that static variant ``s`` pairs with."""
+        mask = self._mask(s)
+        return np.flatnonzero(mask) if rows is None else rows[mask[rows]]
+
+    def pairs(self, rows: np.ndarray | None, chunk: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        """(static index, row index) arrays of every valid pair with a row in ``rows``, in grid
+        order, ``chunk`` pairs at a time."""
+        buf_s: list[np.ndarray] = []
+        buf_r: list[np.ndarray] = []
+        held = 0
+        for s in range(self.n_static):
+            r = self.rows_of(s, rows)
+            start = 0
+            while start < r.size:
+                take = r[start : start + chunk - held]
+                buf_s.append(np.full(take.size, s, dtype=np.int64))
+                buf_r.append(take)
+                held += take.size
+                start += take.size
+                if held >= chunk:
+                    yield np.concatenate(buf_s), np.concatenate(buf_r)
+                    buf_s, buf_r, held = [], [], 0
+        if held:
+            yield np.concatenate(buf_s), np.concatenate(buf_r)
+
+    def key(self, s: np.ndarray, r: np.ndarray) -> np.ndarray:
+        """Each pair's index in the whole grid's order (static-major)."""
+        return s.astype(np.int64) * self.n_rows + r
+
+    def batch(self, s: np.ndarray, r: np.ndarray) -> ConfigBatch:
+        """The configurations of the pairs as one ConfigBatch."""
+        cols: dict[str, np.ndarray] = {}
+        for k in COLUMN_DTYPES:
+            if k in self.row_arr:
+                cols[k] = self.row_arr[k][r]
+            elif k == "seq_len":
+                cols[k] = np.full(s.size, self.problem.seq_len, dtype=np.int64)
+            elif k == "targets":
+                cols[k] = np.zeros(s.size, dtype=np.int64)
+            else:
+                cols[k] = self.static_arr[k][s]
+        return ConfigBatch(**cols, target_names=self.target_names)
+
+
+def grid(problem: SearchProblem) -> ConfigBatch:
+    """Every valid configuration of the problem as one ConfigBatch (exhaustive enumeration).
+
+    Columns are built by broadcasting (:class:`searcher.search.factors.Factors`): the
+    layout-independent part of each configuration is resolved once per distinct combination and
+    then repeated across the layout rows. A search streams the same pairs in chunks instead.
+    """
+    factors = Factors(problem)
+    empty = np.zeros(0, dtype=np.int64)
+    s, r = next(factors.pairs(None, chunk=1 << 62), (empty, empty))
+    return factors.batch(s, r)
