@@ -182,7 +182,8 @@ def test_vectorised_rule_agrees_with_the_reasons() -> None:
 
 
 def test_unrunnable_combinations_are_not_in_the_default_space() -> None:
-    from searcher.search.space import SearchProblem, grid
+    from searcher.search.factors import grid
+    from searcher.search.space import SearchProblem
 
     problem = SearchProblem(
         model=resolve_model("llama-3.1-8b"), gpu=A100, max_gpus=16, target_batch=32, seq_len=2048

@@ -66,8 +66,8 @@ def test_min_gpus_is_the_boundary():
     p = SearchProblem(
         model=resolve_model("llama-3.1-8b"),
         gpu=resolve_gpu("rtx-4090"),
-        max_gpus=8,
-        target_batch=8,
+        max_gpus=16,
+        target_batch=16,
         seq_len=2048,
         pins={"method": "full", "recipe": "bf16-master", "optimizer": "adamw", "offload": "none"},
     )

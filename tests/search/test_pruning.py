@@ -150,7 +150,7 @@ def test_bounds_are_on_the_right_side() -> None:
         exact = _throughput(p, sub, exact_mem)["tokens_per_s"]
         assert np.all(ub >= exact * (1 - 1e-12)), p
         checked += interior.size
-    assert checked > 10_000
+    assert checked > 5_000  # rows checked over the 40 problems (the backend table shrank the space)
 
 
 def test_front_sink_merging_chunks_equals_one_front() -> None:
