@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from searcher.emitters.base import Emission, EmitOptions, EmittedFile
-from searcher.emitters.common import out_path, plan_file, raw_path
+from searcher.emitters.common import model_config_file, out_path, plan_file, raw_path
 from searcher.emitters.hf_script import ds_json_text, render_train_py
 from searcher.emitters.hf_settings import HF_KNOBS, hf_settings
 from searcher.emitters.plan import Plan
@@ -108,6 +108,7 @@ class AccelerateEmitter:
                 True,
             ),
             *files,
+            *model_config_file(plan),
             plan_file(plan),
         ]
         return Emission(self.name, tuple(files), command)

@@ -6,7 +6,7 @@ the ``deepspeed`` launcher. The JSON carries what DeepSpeed controls; the script
 from __future__ import annotations
 
 from searcher.emitters.base import Emission, EmitOptions, EmittedFile
-from searcher.emitters.common import out_path, plan_file
+from searcher.emitters.common import model_config_file, out_path, plan_file
 from searcher.emitters.hf_script import ds_json_text, render_train_py
 from searcher.emitters.hf_settings import HF_KNOBS, hf_settings
 from searcher.emitters.plan import Plan
@@ -50,6 +50,7 @@ class DeepSpeedEmitter:
         files = (
             EmittedFile("ds_config.json", ds_json_text(s.ds_config)),
             EmittedFile("train.py", render_train_py(plan, s, fmt=self.name, launch=command), True),
+            *model_config_file(plan),
             plan_file(plan),
         )
         return Emission(self.name, files, command, notes)
