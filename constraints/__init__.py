@@ -1,6 +1,25 @@
 """fitplan's physics: model specs and parameter counts, the GPU catalog, the memory model,
 throughput and cost, hardware feasibility. Pure functions over numbers and numpy arrays.
 
+One concept per module:
+
+- the model: ``model_spec`` (ModelSpec), ``hf_config`` (config.json -> ModelSpec), ``models``
+  (catalog, raw numbers, resolve);
+- its parameters: ``param_groups`` (ParamGroup, ParamInventory, group_key), ``param_families``
+  (each family's tensors, ``inventory``), ``lora_targets`` (what a target list matches);
+  ``params`` re-exports the three;
+- the run: ``config`` (TrainConfig, ConfigBatch), ``precision`` (recipes, optimizers, quants),
+  ``gpus``, ``hardware`` (what a card cannot run);
+- memory: ``model_states`` (weights, gradients, optimizer states, master copy, sharding),
+  ``saved_tensors`` + ``saved_layers`` (what each family's layer saves for backward),
+  ``activations`` (those lists reduced to coefficients and assembled per configuration),
+  ``logits`` (logits and loss), ``memory`` (the four moments of a step and their peak),
+  ``breakdown`` (one configuration's breakdown and verdict), ``inference``;
+- time: ``throughput``; constants: ``constants`` (memory), ``throughput_constants``.
+
+Lever advice (what to change when it does not fit) is the searcher's:
+:mod:`searcher.search.levers`.
+
 The names below load lazily, so ``import constraints.errors`` stays cheap for the CLI.
 """
 

@@ -1,17 +1,18 @@
-"""One configuration explained: every memory term, the verdict against the GPU, and the lever.
+"""One configuration explained: every memory term and the verdict against the GPU.
 
-This is the Python API behind ``fitplan explain``::
+The physics behind ``fitplan explain`` (its lever advice is :mod:`searcher.search.levers`)::
 
     from constraints import explain, TrainConfig, resolve_model, resolve_gpu
     e = explain(resolve_model("llama-3.1-8b"), TrainConfig(method="lora", micro_batch=2),
                 resolve_gpu("rtx-4090"))
-    e.breakdown.total, e.verdict.fits, e.levers[0].change
+    e.breakdown.total, e.verdict.fits, e.verdict.needed
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from typing import TypeVar
 
+import numpy as np
 from pydantic import BaseModel, ConfigDict
 
 from constraints import constants as C
@@ -22,6 +23,8 @@ from constraints.hardware import describe, hardware_mask
 from constraints.memory import PARTS, PHASES, TERMS, memory_arrays
 from constraints.models import ModelSpec
 from constraints.params import total_params
+
+NumberOrArray = TypeVar("NumberOrArray", int, float, np.ndarray)
 
 
 class MemoryBreakdown(BaseModel):
@@ -82,18 +85,6 @@ class Verdict(BaseModel):
     problems: tuple[str, ...] = ()
 
 
-class Lever(BaseModel):
-    model_config = ConfigDict(frozen=True)
-
-    term: str
-    change: str
-    flags: str
-    config: TrainConfig
-    total: int
-    saves: int
-    fits: bool
-
-
 class Explanation(BaseModel):
     model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True)
 
@@ -104,7 +95,6 @@ class Explanation(BaseModel):
     params_trainable: int
     breakdown: MemoryBreakdown
     verdict: Verdict
-    levers: tuple[Lever, ...]
     notes: tuple[str, ...]
 
 
@@ -141,13 +131,17 @@ def usable_bytes(gpu: GpuSpec, headroom: float = C.DEFAULT_HEADROOM) -> tuple[in
     return gpu.memory_bytes - C.CUDA_CONTEXT_BYTES - head, C.CUDA_CONTEXT_BYTES, head
 
 
+def needed_bytes(total: NumberOrArray) -> NumberOrArray:
+    """What must fit in :func:`usable_bytes`: the peak (nvidia-smi's view, ``total``) less the
+    CUDA context that ``usable`` already sets aside = peak reserved + NCCL buffers."""
+    return total - C.CUDA_CONTEXT_BYTES
+
+
 def verdict_of(
     b: MemoryBreakdown, gpu: GpuSpec, headroom: float, problems: tuple[str, ...] = ()
 ) -> Verdict:
     usable, ctx, head = usable_bytes(gpu, headroom)
-    needed = b.reserved + (
-        b.cuda_context - C.CUDA_CONTEXT_BYTES
-    )  # NCCL buffers count against usable
+    needed = needed_bytes(b.total)
     return Verdict(
         capacity=gpu.memory_bytes,
         cuda_context=ctx,
@@ -158,187 +152,6 @@ def verdict_of(
         margin=usable - needed,
         problems=problems,
     )
-
-
-# levers: (term they attack, description, flags, how to change the config)
-_LeverFn = Callable[[TrainConfig], TrainConfig | None]
-
-
-def _upd(cfg: TrainConfig, **kw: object) -> TrainConfig | None:
-    try:
-        return TrainConfig(**{**cfg.model_dump(), **kw})
-    except (FitplanError, ValueError):
-        return None
-
-
-_LEVERS: list[tuple[str, str, str, _LeverFn]] = [
-    (
-        "optimizer",
-        "8-bit AdamW states (bitsandbytes)",
-        "--optimizer adamw-8bit",
-        lambda c: _upd(c, optimizer="adamw-8bit") if c.optimizer == "adamw" else None,
-    ),
-    (
-        "optimizer",
-        "bf16 states, no master copy (torch AdamW on a bf16 model)",
-        "--recipe bf16-torch",
-        lambda c: (
-            _upd(c, recipe="bf16-torch")
-            if c.recipe in ("bf16-master", "bf16-pure", "amp", "fp32")
-            else None
-        ),
-    ),
-    (
-        "optimizer",
-        "LoRA r=16 on all linear layers instead of full fine-tuning",
-        "--method lora --rank 16",
-        lambda c: (
-            _upd(c, method="lora", lora_rank=16, lora_targets="all-linear")
-            if c.method == "full"
-            else None
-        ),
-    ),
-    (
-        "optimizer",
-        "offload optimizer states to CPU (ZeRO-Offload)",
-        "--zero 2 --offload optimizer",
-        lambda c: (
-            _upd(c, zero=max(c.zero, 2), offload="optimizer", optimizer="adamw")
-            if c.offload == "none" and c.method == "full"
-            else None
-        ),
-    ),
-    (
-        "optimizer",
-        "shard optimizer states over the data-parallel GPUs (ZeRO-1)",
-        "--zero 1",
-        lambda c: _upd(c, zero=1) if c.zero == 0 and c.dp > 1 else None,
-    ),
-    (
-        "gradients",
-        "LoRA r=16 on all linear layers (gradients only for adapters)",
-        "--method lora --rank 16",
-        lambda c: (
-            _upd(c, method="lora", lora_rank=16, lora_targets="all-linear")
-            if c.method == "full"
-            else None
-        ),
-    ),
-    (
-        "gradients",
-        "shard gradients too (ZeRO-2)",
-        "--zero 2",
-        lambda c: _upd(c, zero=2) if c.zero < 2 and c.dp > 1 else None,
-    ),
-    (
-        "gradients",
-        "step the optimizer inside backward (no full gradient set)",
-        "--optimizer-in-backward --grad-accum 1",
-        lambda c: (
-            _upd(c, optimizer_in_backward=True, grad_accum=1)
-            if c.gpus == 1 and not c.optimizer_in_backward
-            else None
-        ),
-    ),
-    (
-        "weights",
-        "QLoRA: 4-bit NF4 base with double quantisation",
-        "--method qlora --quant nf4-dq",
-        lambda c: _upd(c, method="qlora", quant="nf4-dq") if c.method in ("lora", "full") else None,
-    ),
-    (
-        "weights",
-        "double-quantise the NF4 constants (4.127 instead of 4.5 bits per weight)",
-        "--quant nf4-dq",
-        lambda c: _upd(c, quant="nf4-dq") if c.quant == "nf4" else None,
-    ),
-    (
-        "weights",
-        "split the layers over GPUs (tensor parallel 2)",
-        "--tp 2",
-        lambda c: _upd(c, tp=c.tp * 2) if c.dp % 2 == 0 and c.dp > 1 else None,
-    ),
-    (
-        "weights",
-        "shard the weights too (ZeRO-3 / FSDP full shard)",
-        "--zero 3",
-        lambda c: _upd(c, zero=3) if c.zero < 3 and c.dp > 1 else None,
-    ),
-    (
-        "weights",
-        "bf16 weights instead of fp32",
-        "--recipe bf16-master",
-        lambda c: _upd(c, recipe="bf16-master") if c.recipe in ("fp32", "amp") else None,
-    ),
-    (
-        "activations",
-        "full activation checkpointing",
-        "--checkpointing full",
-        lambda c: _upd(c, checkpointing="full") if c.checkpointing != "full" else None,
-    ),
-    (
-        "activations",
-        "fused linear cross-entropy (no vocabulary-sized logits)",
-        "--fused-ce",
-        lambda c: _upd(c, loss="fused") if c.loss != "fused" else None,
-    ),
-    (
-        "activations",
-        "flash / memory-efficient attention (no s² scores)",
-        "--attention sdpa",
-        lambda c: _upd(c, attention="sdpa") if c.attention == "eager" else None,
-    ),
-    (
-        "activations",
-        "halve the micro-batch, double the accumulation (same effective batch)",
-        "--micro-batch {mb} --grad-accum {ga}",
-        lambda c: (
-            _upd(c, micro_batch=c.micro_batch // 2, grad_accum=c.grad_accum * 2)
-            if c.micro_batch > 1
-            else None
-        ),
-    ),
-]
-
-
-def levers_for(
-    spec: ModelSpec, cfg: TrainConfig, gpu: GpuSpec, b: MemoryBreakdown, headroom: float
-) -> list[Lever]:
-    """Each applicable lever with the total it gives, the largest term's levers first."""
-    candidates = []
-    for term, change, flags, fn in _LEVERS:
-        new = fn(cfg)
-        if (
-            new is not None
-            and new.is_lora
-            and spec.arch == "raw"
-            and spec.raw_trainable_params is None
-        ):
-            continue  # raw numbers without --trainable-params cannot size an adapter
-        if new is not None and new != cfg:
-            candidates.append(
-                (term, change, flags.format(mb=new.micro_batch, ga=new.grad_accum), new)
-            )
-    if not candidates:
-        return []
-    results = breakdown_of(spec, [c[3] for c in candidates], gpu)
-    mask = hardware_mask(spec, ConfigBatch.from_configs([c[3] for c in candidates]), gpu)
-    order = sorted(TERMS, key=lambda t: -b.term(t))
-    levers = [
-        Lever(
-            term=term,
-            change=change,
-            flags=flags,
-            config=new,
-            total=r.total,
-            saves=b.total - r.total,
-            fits=verdict_of(r, gpu, headroom, tuple(describe(int(m), spec, gpu))).fits,
-        )
-        for (term, change, flags, new), r, m in zip(candidates, results, mask, strict=True)
-        if b.total - r.total > 0 and not m
-    ]
-    levers.sort(key=lambda lv: (order.index(lv.term), -lv.saves))
-    return levers
 
 
 def explain(
@@ -376,6 +189,5 @@ def explain(
         params_trainable=trainable,
         breakdown=b,
         verdict=verdict,
-        levers=tuple(levers_for(spec, cfg, gpu, b, headroom)),
         notes=tuple(notes),
     )

@@ -70,3 +70,26 @@ LOSS_GRAD_BYTES_PER_VOCAB = 2.0
 #: Fused linear CE keeps grad_input (tokens × hidden, compute dtype) and one chunk of fp32
 #: logits of about tokens × hidden elements (Liger: chunk_size = next_pow2(BT / ceil(V/H))).
 FUSED_CE_CHUNK_FP32_PER_HIDDEN = 1.0
+
+# ---- bytes per element (dtype sizes, not fitted) -------------------------------------------
+
+#: An fp32 element: master weights, fp32 optimizer states, per-row quantisation scales,
+#: the fp32 gradient partition of the optimizer step, bitsandbytes' per-block absmax.
+FP32_BYTES = 4.0
+
+#: bitsandbytes dequantises one quantised weight at a time into the 16-bit compute dtype for its
+#: matmul (bnb.functional.dequantize_4bit / int8 matmul): 2 bytes per weight of the largest linear.
+DEQUANT_BYTES_PER_WEIGHT = 2.0
+
+#: torch.autocast caches a 16-bit copy of each fp32 weight it casts (for the backward), 2 bytes
+#: per weight of the matmul weights (torch/csrc/autograd autocast weight cache).
+AUTOCAST_COPY_BYTES_PER_WEIGHT = 2.0
+
+#: The HF DeepSpeed integration's "auto" reduce bucket is hidden² elements
+#: (transformers/integrations/deepspeed.py: reduce_bucket_size = hidden_size * hidden_size):
+#: elements per hidden².
+ZERO_BUCKET_ELEMENTS_PER_HIDDEN2 = 1.0
+
+#: Adafactor's step builds an fp32 update and its squared copy for one tensor at a time
+#: (transformers.optimization.Adafactor._approx_sq_grad + update): 2 × 4 bytes per element.
+ADAFACTOR_STEP_BYTES_PER_ELEMENT = 8.0

@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict
 from constraints import constants as C
 from constraints.errors import FitplanError
 from constraints.gpus import GpuSpec
-from constraints.memory import model_facts
+from constraints.model_states import model_facts
 from constraints.models import ModelSpec
 from constraints.precision import QUANTS, dtype_bytes
 

@@ -27,46 +27,49 @@ import numpy as np
 
 from constraints.config import CODE, ConfigBatch
 from constraints.gpus import GpuSpec
-from constraints.memory import memory_arrays, model_facts
+from constraints.memory import memory_arrays
+from constraints.model_states import model_facts
 from constraints.models import ModelSpec
-from constraints.params import inventory, lora_target_groups
+from constraints.params import group_key, inventory, lora_target_groups
+from constraints.throughput_constants import (
+    ATTENTION_BACKWARD_PER_FORWARD,
+    ATTENTION_FLOPS_PER_SCORE,
+    BF16_BYTES,
+    CAUSAL_SCORE_SHARE,
+    CPU_ADAM_PARAMS_PER_S,
+    CPU_OP_OVERHEAD_S,
+    DEFAULT_INTER_NODE_GB_S,
+    DEQUANT_WRITE_BYTES_PER_WEIGHT,
+    DP_OVERLAP,
+    EAGER_SCORE_BYTES,
+    ELEMENTWISE_RECOMPUTE_SHARE,
+    ETA_ATTENTION,
+    ETA_GEMM,
+    FA2_HOPPER_SHARE,
+    FLOPS_PER_MAC,
+    K_ELEMENTWISE,
+    LAUNCH_PASSES_PER_FORWARD,
+    LORA_FLOPS_PER_PARAM,
+    LORA_MATMUL_PASSES,
+    LOSS_BYTES_PER_LOGIT,
+    LOSS_PASSES,
+    NCCL_EFFICIENCY,
+    OPS_PER_LAYER_FORWARD,
+    PCIE_EFFICIENCY,
+    QUANT_READ_BYTES_PER_WEIGHT,
+    RING_ALL_REDUCE_FACTOR,
+    STEP_OVERHEAD_S,
+    TP_ALL_REDUCES_PER_LAYER,
+    TRAINING_FLOPS_PER_PARAM,
+)
 
-# The three efficiencies below are fitted together by tools/calibrate.py (coordinate search over
-# a grid, median abs log error) to the 227 throughput rows fitplan uses from
-# constraints/data/calibration/measured_throughput.csv (llm-foundry MPT 125M-70B on A100/H100,
-# torchtune Llama on A100/RTX 4090); residuals in docs/calibration.md. Before the fit they were
-# guesses (0.72, 0.45, 4.0).
-#: Fraction of dense peak a large GEMM reaches (cuBLAS bf16 on A100/H100). Fitted: 0.70.
-ETA_GEMM = 0.70
-#: Fraction of dense peak FlashAttention reaches (forward and backward together). Fitted: 0.325
-#: (the llm-foundry rows ran FlashAttention 1/2 under torch 2.1; long sequences are slower).
-ETA_ATTENTION = 0.325
-#: FlashAttention-2 reaches a smaller share of a Hopper GPU's peak than of an Ampere/Ada one:
-#: "only 35% utilization of the H100" (Shah, Dao et al., FlashAttention-3, 2024) against 50–73 %
-#: of the A100's peak (Dao, FlashAttention-2, 2023): about 0.56 of the Ampere share. Not fitted.
-FA2_HOPPER_SHARE = 0.35 / 0.62
-#: Elementwise traffic per step as a multiple of the activation bytes the forward writes (write +
-#: read in forward, read + write of their gradients in backward ≈ 4; unfused eager kernels and
-#: the temporaries nothing saves read and write more). Fitted: 9.5.
-K_ELEMENTWISE = 9.5
-#: Fraction of the link's peak that NCCL collectives reach (bus bandwidth).
-NCCL_EFFICIENCY = 0.75
-#: Share of the data-parallel gradient communication that backward compute can hide.
-DP_OVERLAP = 0.9
-#: DeepSpeedCPUAdam update rate per rank, parameters per second (AVX512, many cores; DeepSpeed
-#: ZeRO-Offload paper reports ~1–2 B params/s per node).
-CPU_ADAM_PARAMS_PER_S = 1.0e9
-#: Fixed cost per optimizer step (launches, zero_grad, data loader, logging), seconds.
-STEP_OVERHEAD_S = 0.01
-#: Host-side cost of one eager PyTorch op (dispatch + kernel launch), seconds. The host issues
-#: kernels asynchronously, so a micro-batch takes max(GPU time, ops × this): small models and
-#: small micro-batches are launch-bound (PyTorch dispatcher overhead is ~5–20 µs per op).
-CPU_OP_OVERHEAD_S = 10e-6
-#: Kernels per transformer layer in one eager forward pass (HF Llama-style: norms, projections,
-#: rotary, attention, activation, residuals). Backward launches about twice as many.
-OPS_PER_LAYER_FORWARD = 60
-#: Default inter-node bandwidth per GPU when a fleet does not say (400 Gb/s InfiniBand / GPU).
-DEFAULT_INTER_NODE_GB_S = 50.0
+__all__ = [
+    "DEFAULT_INTER_NODE_GB_S",
+    "collective_seconds",
+    "intra_node_bandwidth",
+    "model_gemms",
+    "throughput_arrays",
+]
 
 
 @dataclass(frozen=True)
@@ -92,11 +95,6 @@ class Gemm:
         return self.d_in * self.d_out * self.instances * self.token_share
 
 
-def _group_key(spec: ModelSpec, name: str, block: str) -> str:
-    name = name.removesuffix(".weight")
-    return f"{block}:{name}" if spec.family in ("t5", "mt5") else name
-
-
 @cache
 def model_gemms(spec: ModelSpec) -> tuple[Gemm, ...]:
     inv = inventory(spec)
@@ -112,7 +110,7 @@ def model_gemms(spec: ModelSpec) -> tuple[Gemm, ...]:
         share = spec.experts_per_token / g.per_block if g.role == "expert" else 1.0
         out.append(
             Gemm(
-                _group_key(spec, g.name, g.block),
+                group_key(spec, g.name, g.block),
                 g.d_in,
                 g.d_out,
                 layers,
@@ -144,7 +142,7 @@ def _peak_flops(gpu: GpuSpec, batch: ConfigBatch) -> np.ndarray:
 
 def intra_node_bandwidth(gpu: GpuSpec) -> float:
     """Bytes/s a GPU moves to its node's peers: NVLink where it has one, else PCIe."""
-    intra = gpu.interconnect_gb_s if gpu.interconnect_gb_s > 0 else gpu.pcie_gb_s * 0.8
+    intra = gpu.interconnect_gb_s if gpu.interconnect_gb_s > 0 else gpu.pcie_gb_s * PCIE_EFFICIENCY
     return intra * 1e9 * NCCL_EFFICIENCY
 
 
@@ -202,9 +200,7 @@ def throughput_arrays(
     targeted: dict[int, set[str]] = {}
     if batch.is_lora.any() and spec.arch != "raw":
         for t, name in enumerate(batch.target_names):
-            targeted[t] = {
-                _group_key(spec, g.name, g.block) for g in lora_target_groups(spec, name)
-            }
+            targeted[t] = {group_key(spec, g.name, g.block) for g in lora_target_groups(spec, name)}
     t_fwd = np.zeros(n)
     t_bwd = np.zeros(n)
     t_dequant = np.zeros(n)
@@ -212,43 +208,52 @@ def throughput_arrays(
     rank = batch.rank.astype(np.float64)
     for g in model_gemms(spec):
         tokens = T * g.token_share
-        flops = 2.0 * tokens * g.d_in * g.d_out / tp
-        nbytes = g.d_in * g.d_out * 2.0 / tp + tokens * (g.d_in + g.d_out) * b_c
+        flops = FLOPS_PER_MAC * tokens * g.d_in * g.d_out / tp
+        nbytes = g.d_in * g.d_out * BF16_BYTES / tp + tokens * (g.d_in + g.d_out) * b_c
         t_inst = _gemm_time(flops, nbytes, peak, bw, eta_gemm)
         t_fwd += g.instances * t_inst
         t_bwd += g.instances * t_inst * (1.0 + full_ft)  # dgrad, and wgrad where the weight trains
         if g.quantizable:
             # bitsandbytes dequantises the whole weight to 16-bit per pass (read 4-bit, write 16-bit)
-            deq = g.instances * g.d_in * g.d_out * (0.6 + 2.0) / tp / bw
+            deq = (
+                g.instances
+                * g.d_in
+                * g.d_out
+                * (QUANT_READ_BYTES_PER_WEIGHT + DEQUANT_WRITE_BYTES_PER_WEIGHT)
+                / tp
+                / bw
+            )
             t_dequant += np.where(is_q, deq * (2.0 + recompute), 0.0)
         for t, keys in targeted.items():
             if g.key not in keys:
                 continue
             sel = batch.is_lora & (batch.targets == t)
-            ad_flops = 2.0 * tokens * rank * (g.d_in + g.d_out)
+            ad_flops = FLOPS_PER_MAC * tokens * rank * (g.d_in + g.d_out)
             ad_bytes = tokens * (g.d_in + g.d_out + 2.0 * rank) * b_c
             ad = g.instances * _gemm_time(ad_flops, ad_bytes, peak, bw, eta_gemm)
-            t_lora += np.where(sel, ad * (3.0 + recompute), 0.0)
+            t_lora += np.where(sel, ad * (LORA_MATMUL_PASSES + recompute), 0.0)
 
     # ---- attention ----
     if spec.arch == "raw":
         attn_flops = np.zeros(n)
     else:
-        causal = 0.5 if spec.arch != "encoder" else 1.0
+        causal = CAUSAL_SCORE_SHARE if spec.arch != "encoder" else 1.0
         layers_attn = spec.total_layers + (spec.layers if spec.arch == "encoder-decoder" else 0)
-        attn_flops = 4.0 * T * s * spec.q_width * causal * layers_attn / tp
+        attn_flops = ATTENTION_FLOPS_PER_SCORE * T * s * spec.q_width * causal * layers_attn / tp
     eager = batch.attention == CODE["attention"]["eager"]
     hopper = gpu.sm is not None and 9.0 <= gpu.sm < 10.0
     t_attn_fwd = attn_flops / (peak * eta_attention * (FA2_HOPPER_SHARE if hopper else 1.0))
-    s2_bytes = np.where(eager, T * s * spec.heads * 10.0 * spec.total_layers / tp, 0.0)
+    s2_bytes = np.where(eager, T * s * spec.heads * EAGER_SCORE_BYTES * spec.total_layers / tp, 0.0)
     t_attn_fwd = t_attn_fwd + s2_bytes / bw
-    t_attn_bwd = 2.5 * t_attn_fwd
+    t_attn_bwd = ATTENTION_BACKWARD_PER_FORWARD * t_attn_fwd
     attn_recompute = np.where(ckpt_full | (ckpt_sel & eager), t_attn_fwd, 0.0)
 
     # ---- elementwise (memory-bound) ----
     act = mem["activations_written"]  # the whole model, one micro-batch
-    t_elem = k_elementwise * act / bw * (1.0 + 0.5 * recompute)
-    loss_bytes = np.where(spec.arch == "encoder", 0.0, T * spec.vocab / tp * 4.0 * 4.0)
+    t_elem = k_elementwise * act / bw * (1.0 + ELEMENTWISE_RECOMPUTE_SHARE * recompute)
+    loss_bytes = np.where(
+        spec.arch == "encoder", 0.0, T * spec.vocab / tp * LOSS_BYTES_PER_LOGIT * LOSS_PASSES
+    )
     t_loss = loss_bytes / bw
 
     compute = (
@@ -262,7 +267,12 @@ def throughput_arrays(
         + t_dequant
         + t_lora
     )
-    launch = spec.total_layers * OPS_PER_LAYER_FORWARD * (3.0 + recompute) * CPU_OP_OVERHEAD_S
+    launch = (
+        spec.total_layers
+        * OPS_PER_LAYER_FORWARD
+        * (LAUNCH_PASSES_PER_FORWARD + recompute)
+        * CPU_OP_OVERHEAD_S
+    )
     stage = np.maximum(compute, launch) / pp
     accum = batch.grad_accum.astype(np.float64)
     t_micro_total = (accum + pp - 1.0) * stage
@@ -272,7 +282,7 @@ def throughput_arrays(
     inter = min(inter_node_gb_s * 1e9 * NCCL_EFFICIENCY, intra)
     p_train = mem["trainable"]
     grad_bytes = p_train * batch.grad_bytes / tp / pp
-    weight_bytes = f.total * np.minimum(batch.weight_bytes, 2.0) / tp / pp
+    weight_bytes = f.total * np.minimum(batch.weight_bytes, BF16_BYTES) / tp / pp
     zero3 = batch.zero == 3
     # data-parallel ranks of one node: tensor/pipeline groups fill a node first (Megatron order)
     dp_per_node = np.maximum(np.floor(gpus_per_node / (tp * pp)), 1.0)
@@ -285,7 +295,16 @@ def throughput_arrays(
     dp_exposed = np.maximum(0.0, dp_comm - hide)
     # tensor parallel: 2 all-reduces of the activations per layer forward, 2 backward (Megatron),
     # inside a node, not overlapped
-    tp_volume = 4.0 * spec.layers / pp * 2.0 * T * spec.hidden * b_c * (1.0 + recompute / 2)
+    tp_volume = (
+        TP_ALL_REDUCES_PER_LAYER
+        * spec.layers
+        / pp
+        * RING_ALL_REDUCE_FACTOR
+        * T
+        * spec.hidden
+        * b_c
+        * (1.0 + recompute / 2)
+    )
     tp_comm = collective_seconds(tp_volume, tp, tp, intra, inter)
     tp_exposed = tp_comm * (accum + pp - 1.0)
     # pipeline: activations sent to the next stage (across nodes when stages span them)
@@ -302,7 +321,7 @@ def throughput_arrays(
     )
     offload = batch.offload != CODE["offload"]["none"]
     offload_all = batch.offload == CODE["offload"]["all"]
-    pcie = gpu.pcie_gb_s * 1e9 * 0.8
+    pcie = gpu.pcie_gb_s * 1e9 * PCIE_EFFICIENCY
     t_opt = np.where(
         offload,
         local / CPU_ADAM_PARAMS_PER_S + local * (batch.grad_bytes + 2.0) / pcie,
@@ -327,8 +346,10 @@ def throughput_arrays(
     )
     tokens_per_step = batch.micro_batch * accum * dp * s
     tokens_per_s = tokens_per_step / step
-    model_flops_per_token = 6.0 * _matmul_params(spec) + (attn_flops / np.maximum(T, 1) * tp * 3.0)
-    lora_ratio = np.where(batch.is_lora, 4.0 / 6.0, 1.0)
+    model_flops_per_token = TRAINING_FLOPS_PER_PARAM * _matmul_params(spec) + (
+        attn_flops / np.maximum(T, 1) * tp * 3.0
+    )
+    lora_ratio = np.where(batch.is_lora, LORA_FLOPS_PER_PARAM / TRAINING_FLOPS_PER_PARAM, 1.0)
     useful = model_flops_per_token * lora_ratio
     gpus = batch.gpus.astype(np.float64)
     mfu = useful * tokens_per_s / (gpus * peak)

@@ -7,6 +7,6 @@ from collections.abc import Sequence
 
 def main(argv: Sequence[str] | None = None) -> int:
     """The ``fitplan`` entry point (imports the parser only when called, so startup stays fast)."""
-    from searcher.cli.main import main as run
+    from searcher.cli.parser import main as run
 
     return run(argv)

@@ -15,13 +15,13 @@ def _dump(obj: object) -> None:
 
 
 def cmd_explain(args: argparse.Namespace) -> int:
-    from constraints.breakdown import explain
     from searcher.cli.render import print_explanation
     from searcher.inputs import explain_config
+    from searcher.search.levers import advise
     from searcher.search.views import explanation_json
 
     spec, gpu, cfg, headroom, notes = explain_config(args)
-    e = explain(spec, cfg, gpu, headroom)
+    e = advise(spec, cfg, gpu, headroom)
     if notes:
         e = e.model_copy(update={"notes": (*notes, *e.notes)})
     if args.json:
@@ -151,7 +151,7 @@ def cmd_search(args: argparse.Namespace) -> int:
     from searcher.search.views import result_json
 
     if not args.model and args.params is None:
-        from searcher.cli.main import EXAMPLES
+        from searcher.cli.parser import EXAMPLES
 
         sys.stderr.write("fitplan search needs a model. For example:\n" + EXAMPLES)
         return 2

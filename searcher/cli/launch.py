@@ -1,4 +1,4 @@
-"""Command-line registration of the launch-config options (kept out of searcher/cli/main.py).
+"""Command-line registration of the launch-config options (kept out of searcher/cli/parser.py).
 
 ``add_emit_args(parser)`` adds --emit/--out/--pick/--force/… to ``fitplan search``;
 ``register(subparsers)`` adds ``fitplan launch PLAN.json --emit FORMAT --out DIR``.

@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.table import Table
 
-from constraints.breakdown import Explanation
 from constraints.memory import TERMS
 from constraints.units import GB, GiB, fmt_bytes, fmt_count
 from searcher.search.briefs import config_brief
 from searcher.terminal import console
+
+if TYPE_CHECKING:
+    from searcher.search.levers import AdvisedExplanation
 
 
 def _gb(x: float) -> str:
@@ -22,7 +24,7 @@ def _gib(x: float) -> str:
     return f"{x / GiB:,.2f}"
 
 
-def print_explanation(e: Explanation, out: Console | None = None) -> None:
+def print_explanation(e: AdvisedExplanation, out: Console | None = None) -> None:
     out = out or console()
     b, v = e.breakdown, e.verdict
     out.print(
@@ -134,8 +136,8 @@ def _money(x: float | None) -> str:
 def print_search(
     result: Any, top: int, tokens: float | None = None, out: Console | None = None
 ) -> None:
-    from constraints.breakdown import explain
     from constraints.params import total_params
+    from searcher.search.levers import advise
 
     out = out or console()
     p = result.problem
@@ -209,7 +211,7 @@ def print_search(
     best = result.front[0]
     out.print()
     out.print("[bold]top pick[/]:")
-    print_explanation(explain(p.model, best.config, p.gpu, p.headroom), out)
+    print_explanation(advise(p.model, best.config, p.gpu, p.headroom), out)
 
 
 def precision_brief(c: Any) -> str:

@@ -39,16 +39,16 @@ class ScenarioFile(BaseModel):
 
 
 def _explain_metrics(case: Case) -> dict[str, Any]:
-    from constraints.breakdown import explain
     from constraints.config import TrainConfig
     from constraints.constants import DEFAULT_HEADROOM
     from constraints.gpus import resolve_gpu
+    from searcher.search.levers import advise
     from searcher.search.views import explanation_json
 
     spec = model_of(case.model)
     gpu = resolve_gpu(case.gpu)
     cfg = TrainConfig(**case.config)
-    e = explain(spec, cfg, gpu, DEFAULT_HEADROOM if case.headroom is None else case.headroom)
+    e = advise(spec, cfg, gpu, DEFAULT_HEADROOM if case.headroom is None else case.headroom)
     j = explanation_json(e)
     metrics: dict[str, Any] = dict(j["memory_bytes"])
     metrics["params.total"] = j["params"]["total"]

@@ -84,13 +84,11 @@ def evaluate(
     problem: SearchProblem, batch: ConfigBatch, with_throughput: bool = True
 ) -> Evaluation:
     """Memory for all; throughput only where it fits (the expensive half is skipped for the rest)."""
-    from constraints.constants import CUDA_CONTEXT_BYTES
+    from constraints.breakdown import needed_bytes
 
     spec, gpu = problem.model, problem.gpu
     mem = memory_arrays(spec, batch, gpu)
-    needed = (
-        mem["total"] - CUDA_CONTEXT_BYTES
-    )  # peak reserved + NCCL buffers: what must fit in `usable`
+    needed = needed_bytes(mem["total"])
     usable = usable_bytes(problem)
     hw = hardware_mask(spec, batch, gpu)
     ranks_per_node = np.minimum(batch.gpus, problem.gpus_per_node)

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from constraints.breakdown import Explanation, MemoryBreakdown
+from constraints.breakdown import MemoryBreakdown
 from constraints.memory import TERMS
+from searcher.search.levers import AdvisedExplanation
 from searcher.search.run import FrontMember, SearchResult
 from searcher.search.space import SearchProblem
 
@@ -27,7 +28,7 @@ def breakdown_json(b: MemoryBreakdown) -> dict[str, Any]:
     return out
 
 
-def explanation_json(e: Explanation) -> dict[str, Any]:
+def explanation_json(e: AdvisedExplanation) -> dict[str, Any]:
     return {
         "model": {"id": e.model.id, "name": e.model.name, "family": e.model.family},
         "params": {"total": e.params_total, "trainable": e.params_trainable},

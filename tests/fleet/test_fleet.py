@@ -148,7 +148,7 @@ def test_bad_fleet_from_a_real_process_has_no_traceback(tmp_path: Path) -> None:
 
 def test_the_cli_stays_light() -> None:
     code = (
-        "import sys, searcher.cli.main; searcher.cli.main.build_parser(); "
+        "import sys, searcher.cli.parser; searcher.cli.parser.build_parser(); "
         "heavy = [m for m in ('scipy', 'matplotlib', 'pandas', 'searcher.fleet.plan') "
         "if m in sys.modules]; print(heavy)"
     )

@@ -1,0 +1,39 @@
+"""Logits and loss: the vocabulary-sized tensors alive at the loss backward, bytes per GPU."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from constraints import constants as C
+from constraints.config import CODE, ConfigBatch
+from constraints.model_spec import ModelSpec
+from constraints.model_states import model_facts
+
+
+def logits_bytes(spec: ModelSpec, batch: ConfigBatch, full_ft: np.ndarray) -> np.ndarray:
+    """Logits, their fp32 log-softmax and gradients at the loss peak, bytes per GPU (the chosen
+    loss: standard, chunked or fused; plus the head's weight gradient under full fine-tuning)."""
+    if spec.arch == "encoder" or spec.vocab <= 1:
+        return np.zeros(len(batch))  # encoders are costed as classifiers: no vocabulary logits
+    tokens = (batch.micro_batch * batch.seq_len).astype(np.float64)
+    vocab = spec.vocab / batch.tp
+    per_vocab = np.select(
+        [batch.loss == CODE["loss"][x] for x in ("standard", "chunked", "fused")],
+        [C.LOSS_BYTES_PER_VOCAB[x] for x in ("standard", "chunked", "fused")],
+    )
+    fused = batch.loss == CODE["loss"]["fused"]
+    fused_bytes = (
+        tokens
+        * spec.hidden
+        * (batch.compute_bytes + C.FP32_BYTES * C.FUSED_CE_CHUNK_FP32_PER_HIDDEN)
+    )
+    # full fine-tuning: the output head's weight gradient is the first gradient of the backward
+    # and is allocated while the logits' gradient (16-bit, 2 B per entry) still feeds it
+    head_grad = np.where(
+        full_ft, model_facts(spec).head_matmul_params * batch.grad_bytes / batch.tp, 0.0
+    )
+    logits = tokens * vocab
+    standard = np.maximum(logits * per_vocab, logits * C.LOSS_GRAD_BYTES_PER_VOCAB + head_grad)
+    chunked = logits * per_vocab + head_grad
+    is_chunked = batch.loss == CODE["loss"]["chunked"]
+    return np.where(fused, fused_bytes + head_grad, np.where(is_chunked, chunked, standard))

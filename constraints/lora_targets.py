@@ -1,0 +1,65 @@
+"""LoRA targets: which linear weights a target list matches, as PEFT matches them."""
+
+from __future__ import annotations
+
+from constraints.errors import FitplanError
+from constraints.model_spec import ModelSpec
+from constraints.param_families import inventory
+from constraints.param_groups import ParamGroup
+
+#: PEFT's default target_modules per model_type (peft/utils/constants.py,
+#: TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING).
+PEFT_DEFAULT_TARGETS = {
+    "gpt2": ("c_attn",),
+    "opt": ("q_proj", "v_proj"),
+    "falcon": ("query_key_value",),
+    "t5": ("q", "v"),
+    "mt5": ("q", "v"),
+    "bert": ("query", "value"),
+    "phi3": ("qkv_proj",),
+}
+
+
+def lora_target_groups(spec: ModelSpec, targets: str) -> list[ParamGroup]:
+    """The linear weights a LoRA target spec matches.
+
+    ``all-linear`` is PEFT's: every Linear/Conv1D except the output head. ``attention`` is every
+    attention projection. ``default`` is PEFT's per-family default. Otherwise a comma list of module
+    leaf names, matched as PEFT matches them (``c_proj`` hits both GPT-2 projections).
+    """
+    inv = inventory(spec)
+    modules = inv.linear_modules()
+    key = targets.strip().lower()
+    if spec.arch == "raw":
+        raise FitplanError(
+            "LoRA targets need an architecture; with --params give --trainable-params instead"
+        )
+    if key == "all-linear":
+        return [g for groups in modules.values() for g in groups]
+    if key == "attention":
+        return [g for groups in modules.values() for g in groups if g.role == "attention"]
+    if key == "default":
+        if spec.is_mla:  # not in PEFT's mapping: take the attention projections
+            return [g for groups in modules.values() for g in groups if g.role == "attention"]
+        names = PEFT_DEFAULT_TARGETS.get(spec.family, ("q_proj", "v_proj"))
+    else:
+        names = tuple(n.strip() for n in targets.split(",") if n.strip())
+    if not names:
+        raise FitplanError(
+            "--lora-targets is empty", "use all-linear, attention, or e.g. q_proj,v_proj"
+        )
+    found = [n for n in names if n in modules]
+    if not found:
+        # PEFT raises only when no target matches; names that match nothing are ignored
+        # (e.g. gate_proj on Mixtral, whose experts are w1/w2/w3)
+        raise FitplanError(
+            f"LoRA target(s) {', '.join(names)} match no module of {spec.name}",
+            f"its linear modules are {', '.join(sorted(modules))}",
+        )
+    return [g for n in found for g in modules[n]]
+
+
+def lora_params(spec: ModelSpec, rank: int, targets: str) -> int:
+    """Trainable LoRA parameters: Σ over targeted linears of r·(d_in + d_out) (A: r×d_in, B: d_out×r)."""
+    inv = inventory(spec)
+    return sum(rank * (g.d_in + g.d_out) * inv.count(g) for g in lora_target_groups(spec, targets))

@@ -1,0 +1,141 @@
+"""The model spec: one normalised vocabulary for what decides parameters, activations and FLOPs.
+
+A :class:`ModelSpec` names ``hidden``, ``layers``, ``kv_heads`` … whatever the config called them
+(GPT-2's ``n_embd``, T5's ``d_model``, Falcon's ``n_head`` …); :mod:`constraints.hf_config` builds
+one from a Hugging Face ``config.json``, :mod:`constraints.models` from the catalog or raw numbers.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+DATA_DIR = Path(__file__).parent / "data"
+
+Arch = Literal["decoder", "encoder", "encoder-decoder", "raw"]
+Norm = Literal["rmsnorm", "layernorm", "nonparam"]
+
+#: HF ``model_type`` values whose layer structure fitplan models exactly.
+LLAMA_LIKE = {
+    "llama",
+    "mistral",
+    "mixtral",
+    "qwen2",
+    "qwen2_moe",
+    "qwen3",
+    "qwen3_moe",
+    "gemma",
+    "gemma2",
+    "phi3",
+    "olmo",
+    "olmo2",
+    "deepseek_v3",
+}
+SUPPORTED_TYPES = sorted(LLAMA_LIKE | {"gpt2", "opt", "falcon", "t5", "mt5", "bert"})
+
+
+class ModelSpec(BaseModel):
+    """A transformer, described by the numbers that decide its memory and compute."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    id: str
+    name: str
+    family: str = Field(description="HF model_type, or 'raw'")
+    arch: Arch = "decoder"
+    hidden: int = Field(gt=0)
+    layers: int = Field(gt=0, description="decoder layers (all layers for decoder-only / encoder)")
+    encoder_layers: int = Field(default=0, ge=0, description="encoder layers of an encoder-decoder")
+    heads: int = Field(gt=0)
+    kv_heads: int = Field(gt=0)
+    head_dim: int = Field(gt=0)
+    intermediate: int = Field(ge=0)
+    vocab: int = Field(gt=0)
+    max_position: int | None = None
+    tie_embeddings: bool = False
+    learned_positions: int = Field(default=0, ge=0, description="rows of a learned position table")
+    token_types: int = 0
+    pooler: bool = False
+    embed_norm: bool = False
+    qkv_bias: bool = False
+    o_bias: bool = False
+    mlp_bias: bool = False
+    norm: Norm = "rmsnorm"
+    norms_per_layer: int = 2
+    final_norm: bool = True
+    qk_norm: Literal["none", "head", "full"] = "none"
+    gated_mlp: bool = True
+    activation: str = "silu"
+    parallel_attn: bool = False
+    fused_qkv: bool = False
+    fused_gate_up: bool = False
+    post_norm: bool = False
+    hidden_dropout: float = 0.0
+    attention_dropout: float = 0.0
+    embed_proj_dim: int = 0
+    relative_attention_buckets: int = 0
+    # mixture of experts
+    num_experts: int = 0
+    experts_per_token: int = 0
+    moe_intermediate: int = 0
+    shared_experts: int = 0
+    shared_expert_intermediate: int = 0
+    shared_expert_gate: bool = False
+    first_dense_layers: int = 0
+    moe_every: int = 1
+    router_bias_param: bool = False
+    # multi-head latent attention (DeepSeek-V2/V3)
+    q_lora_rank: int = 0
+    kv_lora_rank: int = 0
+    qk_nope_head_dim: int = 0
+    qk_rope_head_dim: int = 0
+    v_head_dim: int = 0
+    sliding_window: int | None = None
+    # raw numbers (the source documents' arithmetic): the total is given, not derived
+    raw_params: int | None = None
+    raw_trainable_params: int | None = None
+    source: str = ""
+    published_total_params: int | None = None
+    notes: str = ""
+    caveats: str = Field(default="", description="what fitplan assumed when reading the config")
+
+    @property
+    def is_moe(self) -> bool:
+        return self.num_experts > 0
+
+    @property
+    def is_mla(self) -> bool:
+        return self.kv_lora_rank > 0
+
+    @property
+    def q_width(self) -> int:
+        """Width of the query projection output (heads × head_dim), elements per token."""
+        if self.is_mla:
+            return self.heads * (self.qk_nope_head_dim + self.qk_rope_head_dim)
+        return self.heads * self.head_dim
+
+    @property
+    def kv_width(self) -> int:
+        """Width of one of K or V (kv_heads × head_dim), elements per token."""
+        return self.kv_heads * self.head_dim
+
+    @property
+    def total_layers(self) -> int:
+        return self.layers + self.encoder_layers
+
+    def moe_layer(self, index: int) -> bool:
+        """Whether decoder layer ``index`` has routed experts (DeepSeek dense-first, Qwen sparse step)."""
+        if not self.is_moe:
+            return False
+        return index >= self.first_dense_layers and (index + 1) % self.moe_every == 0
+
+    @property
+    def moe_layers(self) -> int:
+        return sum(self.moe_layer(i) for i in range(self.layers))
+
+
+# --------------------------------------------------------------------------------------------
+# Hugging Face config.json
+# --------------------------------------------------------------------------------------------

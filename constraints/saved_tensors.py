@@ -1,0 +1,267 @@
+"""Saved tensors: the record of one tensor autograd saves (:class:`Saved`) and the building blocks
+every family shares (norms, the attention core, gated and plain MLPs).
+
+What a tensor costs depends on the run (its ``dtype`` kind):
+
+- ``compute``: matmul inputs/outputs in the compute dtype (bf16/fp16, or fp32 for fp32 training);
+- ``residual``: the residual stream, in the dtype of the weights (fp32 under AMP autocast);
+- ``fp32``: RMSNorm's upcast copy, softmax in fp32, log-sum-exp, LayerNorm mean/rstd;
+- ``softmax``: attention probabilities of eager attention, fp32 under autocast else compute;
+- ``mask``: dropout masks, 1 byte per element.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from constraints.model_spec import LLAMA_LIKE, ModelSpec
+
+DKind = Literal["compute", "residual", "fp32", "softmax", "mask"]
+DKINDS: tuple[DKind, ...] = ("compute", "residual", "fp32", "softmax", "mask")
+
+
+@dataclass(frozen=True)
+class Saved:
+    """One tensor saved for backward: ``width`` elements per token (× heads·s when ``s2``)."""
+
+    what: str
+    width: float
+    dtype: DKind
+    #: saved only if one of these linears saves its input (weight trains or a LoRA adapter reads it)
+    inputs_of: tuple[str, ...] = ()
+    #: saved only if this norm's weight trains
+    norm_weight: bool = False
+    #: attention-score term (× s): eager attention only; dropped by selective recomputation
+    s2: bool = False
+    #: only when the attention implementation is eager
+    eager_only: bool = False
+    #: only when the implementation is flash / memory-efficient SDPA
+    flash_only: bool = False
+    #: split across tensor-parallel ranks (inside the attention / MLP TP region)
+    tp_split: bool = True
+    #: inside the attention core that selective recomputation recomputes (eager attention only)
+    recomputed_by_selective: bool = False
+    #: saved by the flash kernel, or kept as an input of a checkpointed (selective) attention core
+    flash_or_selective: bool = False
+
+
+def _norm(spec: ModelSpec, name: str, width: int, rows: int = 1) -> list[Saved]:
+    """What a norm layer saves, by implementation (HF Llama/Gemma/OLMo-2 RMSNorm, T5, LayerNorm).
+
+    ``rows``: normalised rows per token (1; the heads for a per-head q/k norm): an RMSNorm saves
+    one fp32 rsqrt per row.
+    """
+    if spec.norm == "layernorm" or spec.family == "olmo":
+        # F.layer_norm saves its input and per-token mean and rstd (2 fp32 values);
+        # OLMo's non-parametric LayerNorm upcasts to fp32 first.
+        kind: DKind = "fp32" if spec.family == "olmo" else "residual"
+        return [
+            Saved(f"{name}: input", width, kind, tp_split=False),
+            Saved(f"{name}: mean and rstd", 2, "fp32", tp_split=False),
+        ]
+    rsqrt = Saved(f"{name}: rsqrt per row (fp32)", rows, "fp32", tp_split=False)
+    if spec.family in ("gemma", "gemma2", "olmo2"):
+        # the weight multiplies the fp32 normalised value, then casts: (x̂ · w).to(dtype)
+        return [
+            Saved(f"{name}: fp32 upcast of the input", width, "fp32", tp_split=False),
+            rsqrt,
+            Saved(
+                f"{name}: normalised (fp32), for the weight grad",
+                width,
+                "fp32",
+                norm_weight=True,
+                tp_split=False,
+            ),
+        ]
+    if spec.family in ("t5", "mt5"):
+        return [
+            Saved(f"{name}: fp32 copy for the variance", width, "fp32", tp_split=False),
+            Saved(
+                f"{name}: input (the x · rsqrt multiply saves it)",
+                width,
+                "residual",
+                tp_split=False,
+            ),
+            rsqrt,
+            Saved(
+                f"{name}: normalised, for the weight grad",
+                width,
+                "residual",
+                norm_weight=True,
+                tp_split=False,
+            ),
+        ]
+    return [
+        Saved(f"{name}: fp32 upcast of the input (pow, mul)", width, "fp32", tp_split=False),
+        rsqrt,
+        Saved(
+            f"{name}: normalised, for the weight grad",
+            width,
+            "residual",
+            norm_weight=True,
+            tp_split=False,
+        ),
+    ]
+
+
+#: families whose HF eager attention runs ``softmax(scores, dtype=torch.float32)``
+HF_FP32_SOFTMAX = frozenset(LLAMA_LIKE | {"opt"})  # every Llama-style family, and OPT
+
+
+def _attention_core(
+    spec: ModelSpec,
+    q: int,
+    k: int,
+    v: int,
+    out_to: str,
+    qkv_storage: int | None = None,
+    v_view_of: int | None = None,
+) -> list[Saved]:
+    """SDPA (flash / memory-efficient) or eager attention, from q/k/v to the output projection.
+
+    ``v_view_of``: v is a view of a fused projection output of that width (Phi-3's qkv_proj). The
+    flash kernel (and a checkpointed attention core) saves v as it is, which keeps the whole fused
+    storage alive; eager attention's PV matmul saves a contiguous copy of v instead (traced).
+    """
+    heads = spec.heads
+    dropout = spec.attention_dropout > 0
+    saved: list[Saved] = []
+    if qkv_storage is not None:
+        saved.append(Saved("q/k/v (views of one fused projection output)", qkv_storage, "compute"))
+    elif v_view_of is not None:
+        saved += [
+            Saved("q (after rotary)", q, "compute"),
+            Saved("k (after rotary)", k, "compute"),
+            Saved(
+                "v: its fused q/k/v projection output (v is a view of it)",
+                v_view_of,
+                "compute",
+                flash_or_selective=True,
+            ),
+            Saved(
+                "v made contiguous by the PV matmul",
+                v,
+                "compute",
+                eager_only=True,
+                recomputed_by_selective=True,
+            ),
+        ]
+    else:
+        saved += [
+            Saved("q (after rotary)", q, "compute"),
+            Saved("k (after rotary)", k, "compute"),
+            Saved("v", v, "compute"),
+        ]
+    saved += [
+        Saved(
+            "attention output (SDPA saves it; the out projection reads the same storage)",
+            q if spec.is_mla is False else heads * spec.v_head_dim,
+            "compute",
+            flash_only=True,
+        ),
+        Saved("log-sum-exp per head", heads, "fp32", flash_only=True),
+    ]
+    expand = spec.heads // spec.kv_heads
+    if expand > 1 and qkv_storage is None:
+        saved.append(
+            Saved(
+                "k, v expanded to all heads (repeat_kv)",
+                2 * (q - k),
+                "compute",
+                eager_only=True,
+                recomputed_by_selective=True,
+            )
+        )
+    if spec.family in HF_FP32_SOFTMAX:
+        # HF eager: softmax(dtype=float32).to(query.dtype): softmax saves its fp32 output (traced:
+        # 4 bytes per score whatever the model dtype) and the 16-bit copy feeds the PV matmul
+        saved += [
+            Saved(
+                "attention probabilities (fp32 softmax output)",
+                heads,
+                "fp32",
+                s2=True,
+                eager_only=True,
+            ),
+            Saved(
+                "attention probabilities cast to compute dtype (PV matmul input)",
+                heads,
+                "compute",
+                s2=True,
+                eager_only=True,
+            ),
+        ]
+    else:
+        saved.append(
+            Saved(
+                "attention probabilities (softmax output)",
+                heads,
+                "softmax",
+                s2=True,
+                eager_only=True,
+            )
+        )
+    if spec.family == "gemma2":
+        saved.append(
+            Saved(
+                "attention logit soft-cap tanh output", heads, "compute", s2=True, eager_only=True
+            )
+        )
+    if dropout:
+        saved += [
+            Saved("attention dropout mask", heads, "mask", s2=True, eager_only=True),
+            Saved(
+                "dropped probabilities (PV matmul input)",
+                heads,
+                "compute",
+                s2=True,
+                eager_only=True,
+            ),
+        ]
+    saved.append(
+        Saved(
+            "attention output made contiguous (out projection input)",
+            q if not spec.is_mla else heads * spec.v_head_dim,
+            "compute",
+            inputs_of=(out_to,),
+            eager_only=True,
+        )
+    )
+    return saved
+
+
+def _gated_mlp(spec: ModelSpec, prefix: str, inter: int, per_token: float = 1.0) -> list[Saved]:
+    """SwiGLU / GeGLU: act(gate(x)) * up(x), then down. ``per_token`` = experts a token visits."""
+    down = (
+        "mlp.experts.w2"
+        if spec.family == "mixtral" and prefix == "mlp.experts"
+        else f"{prefix}.down_proj"
+    )
+    w = inter * per_token
+    return [
+        Saved(f"{prefix}: gate projection output (activation input)", w, "compute"),
+        Saved(f"{prefix}: activation output", w, "compute"),
+        Saved(f"{prefix}: up projection output", w, "compute"),
+        Saved(f"{prefix}: gate × up (down projection input)", w, "compute", inputs_of=(down,)),
+    ]
+
+
+def _plain_mlp(spec: ModelSpec, fc_in: str, fc_out: str, inter: int) -> list[Saved]:
+    act = spec.activation
+    saved = [Saved(f"{fc_in} output (activation input)", inter, "compute")]
+    if act == "gelu_new":
+        # transformers' NewGELUActivation is written in python ops: pow, tanh, 0.5·x, 1 + tanh
+        saved += [
+            Saved("gelu_new: tanh output", inter, "compute"),
+            Saved("gelu_new: 0.5·x", inter, "compute"),
+            Saved("gelu_new: 1 + tanh", inter, "compute"),
+        ]
+    if act == "relu":
+        # relu saves its output, which is also the next linear's input: one storage
+        saved = [Saved(f"{fc_in} output after relu (relu and {fc_out} share it)", inter, "compute")]
+        return saved
+    saved.append(
+        Saved(f"activation output ({fc_out} input)", inter, "compute", inputs_of=(fc_out,))
+    )
+    return saved
