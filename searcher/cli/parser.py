@@ -177,6 +177,11 @@ def build_parser() -> argparse.ArgumentParser:
     _gpu_args(p)
     _config_args(p)
     p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument(
+        "--detail",
+        action="store_true",
+        help="the full breakdown: bytes, GB and GiB, bytes per parameter (default: GiB)",
+    )
     p.set_defaults(handler="searcher.cli.commands:cmd_explain")
 
     p = sub.add_parser(
@@ -212,6 +217,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="effective batch for the training columns (default 8)",
     )
     p.add_argument("--cpu-ram", help="CPU RAM per node for offload, e.g. 64GiB (default 256GiB)")
+    p.add_argument(
+        "--detail",
+        action="store_true",
+        help="the chosen member's full breakdown: bytes, GB and GiB (default: GiB)",
+    )
     p.add_argument("--json", action="store_true")
     p.set_defaults(handler="searcher.cli.commands:cmd_fits")
 

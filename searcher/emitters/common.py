@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shlex
+from pathlib import Path
 
 from searcher.emitters.base import EmitOptions, EmittedFile
 from searcher.emitters.plan import Plan
@@ -33,8 +34,6 @@ def plan_file(plan: Plan) -> EmittedFile:
 def model_config(plan: Plan) -> dict[str, object] | None:
     """The model's config.json: the user's file when the plan loads a local folder (it wins over
     a catalog model of the same name), else the catalog's copy; None if neither."""
-    from pathlib import Path
-
     from constraints.errors import FitplanError
     from constraints.models import catalog_entry
 
@@ -59,6 +58,28 @@ def model_config_file(plan: Plan) -> list[EmittedFile]:
     if config is None:
         return []
     return [EmittedFile(MODEL_CONFIG_FILE, json.dumps(config, indent=2, sort_keys=True) + "\n")]
+
+
+#: the released versions each format is written for (data/versions.json, with its source)
+VERSIONS_FILE = Path(__file__).resolve().parent / "data" / "versions.json"
+
+
+def released_versions(group: str) -> dict[str, str]:
+    pins: dict[str, str] = json.loads(VERSIONS_FILE.read_text(encoding="utf-8"))[group]
+    return pins
+
+
+def requirements_file(group: str, packages: list[tuple[str, str]]) -> EmittedFile:
+    """requirements.txt: ``name==version`` for each (package, why), the released versions the
+    files were written for and tested with (install torch first: CPU or CUDA build)."""
+    pins = released_versions(group)
+    lines = [
+        "# the released versions these files were written for (fitplan: data/versions.json)",
+        "# install torch first for your platform (CUDA or CPU build), then: pip install -r requirements.txt",
+    ]
+    for name, why in packages:
+        lines.append(f"{name}=={pins[name]}  # {why}")
+    return EmittedFile("requirements.txt", "\n".join(lines) + "\n")
 
 
 def commented_yaml(entries: list[tuple[str, object, str | None]]) -> str:

@@ -25,6 +25,15 @@ def _cuda():
     return torch.cuda.is_available()
 
 
+def resolve_accelerate_paths():
+    """accelerate_config.yaml names ds_config.json relative to itself (it lies beside this
+    script), so the folder can be moved and launched from anywhere; accelerate would read the
+    name relative to the current directory."""
+    name = os.environ.get("ACCELERATE_DEEPSPEED_CONFIG_FILE")
+    if name and not os.path.isabs(name) and os.path.isfile(os.path.join(HERE, name)):
+        os.environ["ACCELERATE_DEEPSPEED_CONFIG_FILE"] = os.path.join(HERE, name)
+
+
 def cpu_distributed_state():
     """Several processes and no CUDA (a CPU smoke test of the launch): set up accelerate's state
     on gloo with CPU tensors before TrainingArguments, so that FSDP2 and DeepSpeed shard here as
@@ -117,11 +126,13 @@ def deepspeed_config(args):
 
 def cpu_deepspeed(ds):
     """Without CUDA (a CPU smoke test): DeepSpeed's AdamW as torch's (torch_adam), not its fused
-    C++ kernel, which would first be compiled with a C++ toolchain (minutes). Same update rule."""
+    or CPU-Adam C++ kernel, which would first be compiled with a C++ toolchain (minutes). Same
+    update rule; ZeRO-Offload is told to accept it (zero_force_ds_cpu_optimizer)."""
     opt = ds.get("optimizer") or {}
-    offloaded = (ds.get("zero_optimization", {}).get("offload_optimizer") or {}).get("device") == "cpu"
-    if not _cuda() and opt.get("type") == "AdamW" and not offloaded:
+    if not _cuda() and opt.get("type") == "AdamW":
         opt["params"]["torch_adam"] = True
+        if (ds.get("zero_optimization", {}).get("offload_optimizer") or {}).get("device") == "cpu":
+            ds["zero_force_ds_cpu_optimizer"] = False
     return ds
 
 
@@ -370,6 +381,7 @@ def main(argv=None):
     global CPU_SHARDED
     args = parse_args(argv)
     check_world_size(args)
+    resolve_accelerate_paths()
     CPU_SHARDED = cpu_distributed_state()
     from transformers import Trainer, TrainingArguments, default_data_collator
 
