@@ -64,7 +64,7 @@ def emit_plan(plan: Plan, args: argparse.Namespace, stream: IO[str], member: str
 
     emitter = get_emitter(args.emit)
     emission = emitter.emit(plan, emit_options(args, plan.gpus_per_node))
-    stream.write(f"{member or 'plan'}: {plan.config.method}, {config_brief(plan.config)}\n")
+    stream.write(f"{member or 'plan'}: {config_brief(plan.config)}\n")
     write_emission(emission, args.out, args.force, stream)
     return 0
 
@@ -89,7 +89,17 @@ def cmd_launch(args: argparse.Namespace) -> int:
 
     check_emit_args(args)
     plan = load_plan(args.plan, pick=args.pick, model=args.model, gpus_per_node=args.gpus_per_node)
-    return emit_plan(plan, args, sys.stdout, member=_member_label(args.plan, args.pick))
+    try:
+        return emit_plan(plan, args, sys.stdout, member=_member_label(args.plan, args.pick))
+    except FitplanError as err:
+        if "cannot express" not in err.message:
+            raise
+        # a plan is fixed: the pins the refusal advises are flags of the search that makes one
+        raise FitplanError(
+            err.message,
+            f"{err.hint + ': ' if err.hint else ''}those are flags of `fitplan search`; search "
+            f"again with them and --emit {args.emit} --out {args.out}, or --emit another format",
+        ) from None
 
 
 def _expressible(result: SearchResult, args: argparse.Namespace, limit: int = 3) -> list[int]:

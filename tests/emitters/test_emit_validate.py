@@ -67,7 +67,14 @@ CASES: dict[str, tuple[str, dict[str, Any]]] = {
     ),
     "full-z2-offload-bwd": (
         "qwen2.5-7b",
-        dict(method="full", recipe="bf16-torch", zero=2, dp=4, optimizer_in_backward=True),
+        dict(
+            method="full",
+            recipe="bf16-torch",
+            zero=2,
+            dp=4,
+            optimizer_in_backward=True,
+            grad_accum=1,
+        ),
     ),
     "lora-attention": (
         "llama-3.1-8b",
