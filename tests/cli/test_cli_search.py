@@ -137,7 +137,16 @@ def test_search_table_output() -> None:
         "3",
     )
     assert proc.returncode == 0, proc.stderr
-    assert "Pareto" in proc.stdout and "top pick" in proc.stdout
+    assert "Pareto" in proc.stdout and "front member 1 of " in proc.stdout
+    # one peak figure: the front's peak of member 1 is the breakdown's peak row
+    import re
+
+    row = re.search(r"▶1 │.*?│\s+([\d.]+) │", proc.stdout)
+    peak = re.search(r"peak \(what nvidia-smi shows\)\s*│\s*([\d.]+)", proc.stdout)
+    fits = re.search(r"fits: peak ([\d.]+) GiB", proc.stdout)
+    assert row and peak and fits, proc.stdout
+    assert abs(float(row.group(1)) - float(peak.group(1))) <= 0.05
+    assert peak.group(1) == fits.group(1)
 
 
 def test_search_without_a_model_prints_an_example() -> None:
