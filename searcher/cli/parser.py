@@ -194,6 +194,11 @@ def build_parser() -> argparse.ArgumentParser:
     _gpu_args(p)
     _search_args(p)
     _config_args(p, search=True)
+    p.add_argument(
+        "--detail",
+        action="store_true",
+        help="the chosen member's full breakdown: bytes, GB and GiB (default: GiB)",
+    )
     add_emit_args(p)
     p.set_defaults(handler="searcher.cli.commands:cmd_search")
 
@@ -217,11 +222,6 @@ def build_parser() -> argparse.ArgumentParser:
         help="effective batch for the training columns (default 8)",
     )
     p.add_argument("--cpu-ram", help="CPU RAM per node for offload, e.g. 64GiB (default 256GiB)")
-    p.add_argument(
-        "--detail",
-        action="store_true",
-        help="the chosen member's full breakdown: bytes, GB and GiB (default: GiB)",
-    )
     p.add_argument("--json", action="store_true")
     p.set_defaults(handler="searcher.cli.commands:cmd_fits")
 

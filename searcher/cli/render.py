@@ -50,8 +50,22 @@ def _term_rows(b: Any) -> list[tuple[str, int, bool]]:
     return rows
 
 
+def command_options(command: str) -> set[str]:
+    """The option strings ``fitplan COMMAND`` accepts (advice prints only those)."""
+    import argparse
+
+    from searcher.cli.parser import build_parser
+
+    sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    return {o for a in sub.choices[command]._actions for o in a.option_strings}
+
+
 def print_explanation(
-    e: AdvisedExplanation, out: Console | None = None, *, detail: bool = False
+    e: AdvisedExplanation,
+    out: Console | None = None,
+    *,
+    detail: bool = False,
+    command: str = "explain",
 ) -> None:
     """One configuration: a compact panel in GiB, or with ``detail`` bytes, GB, GiB, B/param
     (--json carries bytes too). One peak figure, named the same everywhere: what nvidia-smi
@@ -118,8 +132,12 @@ def print_explanation(
     out.print(
         f"largest term: [bold]{largest}[/] ({size(b.term(largest))}, {share:.0f} % of the peak)"
     )
-    if e.levers:
-        top = e.levers[0]
+    accepted = command_options(command)
+    levers = [
+        lv for lv in e.levers if all(w in accepted for w in lv.flags.split() if w.startswith("--"))
+    ]
+    if levers:
+        top = levers[0]
         aim = (
             ""
             if top.term == largest
@@ -129,7 +147,7 @@ def print_explanation(
             f"  lever: {aim}{top.change} ({top.flags}) saves "
             f"{size(top.saves)}{', then it fits' if top.fits and not v.fits else ''}"
         )
-        for lv in e.levers[1:4]:
+        for lv in levers[1:4]:
             out.print(
                 f"  also: {lv.change} ({lv.flags}) saves {size(lv.saves)}{' → fits' if lv.fits and not v.fits else ''}"
             )
@@ -261,7 +279,9 @@ def print_search(
                 "the batch split limit it)"
             )
         )
-    print_explanation(advise(p.model, chosen.config, p.gpu, p.headroom), out, detail=detail)
+    print_explanation(
+        advise(p.model, chosen.config, p.gpu, p.headroom), out, detail=detail, command="search"
+    )
 
 
 def quality_tiers(front: list[Any]) -> dict[float, tuple[int, str]]:
