@@ -906,7 +906,9 @@ def test_training_arguments_lora_and_bnb_configs_construct(
         "full-16gpu-2nodes",
     ],
 )
-def test_accelerate_loads_the_config(name: str, tmp_path: Path) -> None:
+def test_accelerate_loads_the_config(
+    name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     need("torch")
     need("accelerate")
     from accelerate.commands.config.config_args import load_config_from_file
@@ -945,6 +947,9 @@ def test_accelerate_loads_the_config(name: str, tmp_path: Path) -> None:
         fields = list(defaults.deepspeed_config) + (["mixed_precision"] if mp_from_config else [])
         args.deepspeed_fields_from_accelerate_config = ",".join(fields)
         _cmd, env = prepare_deepspeed_cmd_env(args)
+        # deepspeed_config_file is relative to the YAML: read from the folder (as train.py
+        # resolves it)
+        monkeypatch.chdir(folder)
         with mock.patch.dict(os.environ, env):
             ds = DeepSpeedPlugin()  # raises if the YAML sets what the JSON must hold
         assert ds.zero_stage == plan.config.zero
