@@ -49,7 +49,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
     if args.json:
         _dump(explanation_json(e))
     else:
-        print_explanation(e)
+        print_explanation(e, detail=getattr(args, "detail", False))
     return 0 if e.verdict.fits else 1
 
 
@@ -211,7 +211,13 @@ def cmd_search(args: argparse.Namespace) -> int:
     if args.json:
         _dump(result_json(result, args.tokens))
     else:
-        print_search(result, args.top or 10, args.tokens)
+        print_search(
+            result,
+            args.top or 10,
+            args.tokens,
+            pick=args.pick or 1,
+            detail=getattr(args, "detail", False),
+        )
     if args.emit:
         from searcher.emitters.commands import emit_from_search
 

@@ -161,11 +161,11 @@ def _print_cheapest(options, problem) -> None:
 
 
 def member_line(m) -> str:
-    from searcher.cli.render import OPT_SHORT, levers_brief, method_brief, precision_brief
+    from searcher.cli.render import levers_brief, method_brief, precision_brief
 
     c = m.config
     return (
-        f"{method_brief(c)}, {precision_brief(c)}, {OPT_SHORT.get(c.optimizer, c.optimizer)}, "
+        f"{method_brief(c)}, {precision_brief(c)}, {c.optimizer}, "
         f"micro-batch {c.micro_batch} × accumulation {c.grad_accum}, {c.seq_len} tokens, "
         f"tp {c.tp} · pp {c.pp} · dp {c.dp}, {levers_brief(c)}"
     )

@@ -91,6 +91,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="also trace two real training steps on fake tensors (needs the measure extra)",
     )
     _report_args(p, force=True)
+    p.add_argument(
+        "--detail",
+        action="store_true",
+        help="the full breakdown: bytes, GB and GiB, bytes per parameter (default: GiB)",
+    )
     p.set_defaults(handler="searcher.cli.commands:cmd_explain")
 
     p = sub.add_parser(
@@ -137,6 +142,11 @@ def build_parser() -> argparse.ArgumentParser:
     gpu_args(p)
     search_args(p)
     config_args(p, search=True)
+    p.add_argument(
+        "--detail",
+        action="store_true",
+        help="the chosen member's full breakdown: bytes, GB and GiB (default: GiB)",
+    )
     add_emit_args(p)
     _report_args(p, force=False)  # --force comes with the emit options
     p.set_defaults(handler="searcher.cli.commands:cmd_search")

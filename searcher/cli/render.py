@@ -25,7 +25,52 @@ def _gib(x: float) -> str:
     return f"{x / GiB:,.2f}"
 
 
-def print_explanation(e: AdvisedExplanation, out: Console | None = None) -> None:
+def overhead_split(b: Any) -> dict[str, int]:
+    """The overhead's parts with the NCCL buffers as their own row: constraints gives them as
+    ``nccl_buffers`` (or, before that term existed, inside ``cuda_context``)."""
+    from constraints.constants import CUDA_CONTEXT_BYTES
+
+    parts = dict(b.parts)
+    if "nccl_buffers" not in parts and parts.get("cuda_context", 0) > CUDA_CONTEXT_BYTES:
+        parts["nccl_buffers"] = parts["cuda_context"] - CUDA_CONTEXT_BYTES
+        parts["cuda_context"] = CUDA_CONTEXT_BYTES
+    return parts
+
+
+def _term_rows(b: Any) -> list[tuple[str, int, bool]]:
+    """(label, bytes, is a term) in the table's order; the NCCL buffers a row of the overhead."""
+    parts = overhead_split(b)
+    rows: list[tuple[str, int, bool]] = []
+    for term, names in TERMS.items():
+        rows.append((term, b.term(term), True))
+        names = tuple(names) + (("nccl_buffers",) if term == "overhead" else ())
+        present = [n for n in dict.fromkeys(names) if parts.get(n)]
+        for name in present:
+            if len(present) > 1 or name != term:
+                rows.append((name.replace("_", " "), parts[name], False))
+    return rows
+
+
+def command_options(command: str) -> set[str]:
+    """The option strings ``fitplan COMMAND`` accepts (advice prints only those)."""
+    import argparse
+
+    from searcher.cli.parser import build_parser
+
+    sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    return {o for a in sub.choices[command]._actions for o in a.option_strings}
+
+
+def print_explanation(
+    e: AdvisedExplanation,
+    out: Console | None = None,
+    *,
+    detail: bool = False,
+    command: str = "explain",
+) -> None:
+    """One configuration: a compact panel in GiB, or with ``detail`` bytes, GB, GiB, B/param
+    (--json carries bytes too). One peak figure, named the same everywhere: what nvidia-smi
+    shows; torch's max_memory_reserved / max_memory_allocated are labelled as such."""
     out = out or console()
     b, v = e.breakdown, e.verdict
     out.print(
@@ -33,80 +78,67 @@ def print_explanation(e: AdvisedExplanation, out: Console | None = None) -> None
         f"({e.params_total:,}), {fmt_count(e.params_trainable)} trainable · {e.gpu.name}"
     )
     out.print(f"config: {config_brief(e.config)}")
-    table = Table(title=f"memory per GPU at the peak ({b.phase})", title_justify="left")
-    for col, justify in (
-        ("term", "left"),
-        ("bytes", "right"),
-        ("GB", "right"),
-        ("GiB", "right"),
-        ("% total", "right"),
-        ("B/param", "right"),
-    ):
+    table = Table(title=f"memory per GPU at the peak ({b.phase}), GiB", title_justify="left")
+    cols = (
+        [("term", "left"), ("bytes", "right"), ("GB", "right"), ("GiB", "right")]
+        if detail
+        else [("term", "left"), ("GiB", "right")]
+    )
+    cols += [("% of peak", "right")] + ([("B/param", "right")] if detail else [])
+    for col, justify in cols:
         table.add_column(col, justify=justify)  # type: ignore[arg-type]
     params = max(e.params_total, 1)
-    for term, parts in TERMS.items():
-        value = b.term(term)
-        table.add_row(
-            f"[bold]{term}[/]",
-            f"{value:,}",
-            _gb(value),
-            _gib(value),
-            f"{100 * value / max(b.total, 1):.1f}",
-            f"{value / params:.2f}",
-        )
-        for part in parts:
-            pv = b.parts[part]
-            if pv and (len([p for p in parts if b.parts[p]]) > 1 or part != term):
-                table.add_row(
-                    f"  {part.replace('_', ' ')}",
-                    f"{pv:,}",
-                    _gb(pv),
-                    _gib(pv),
-                    f"{100 * pv / max(b.total, 1):.1f}",
-                    f"{pv / params:.2f}",
-                )
+
+    def cells(label: str, value: int) -> list[str]:
+        row = [label] + ([f"{value:,}", _gb(value)] if detail else []) + [_gib(value)]
+        row.append(f"{100 * value / max(b.total, 1):.1f}")
+        return row + ([f"{value / params:.2f}"] if detail else [])
+
+    for label, value, is_term in _term_rows(b):
+        table.add_row(*cells(f"[bold]{label}[/]" if is_term else f"  {label}", value))
     table.add_section()
-    table.add_row(
-        "[bold]total[/]",
-        f"{b.total:,}",
-        _gb(b.total),
-        _gib(b.total),
-        "100.0",
-        f"{b.total / params:.2f}",
-    )
+    table.add_row(*cells("[bold]peak (what nvidia-smi shows)[/]", b.total))
     out.print(table)
+    size = fmt_bytes if detail else (lambda x: f"{x / GiB:,.2f} GiB")
     out.print(
-        f"static (weights + gradients + optimizer, per GPU): {fmt_bytes(b.static)}; "
-        f"peak allocated {fmt_bytes(b.allocated)}; peak reserved {fmt_bytes(b.reserved)}"
+        f"torch.cuda.max_memory_reserved would show {size(b.reserved)} (the peak less CUDA "
+        f"context and NCCL buffers); max_memory_allocated {size(b.allocated)} (less the "
+        f"allocator's slack too); static (weights + gradients + optimizer) {size(b.static)}"
     )
     if b.paged_optimizer:
         out.print(
-            f"paged optimizer states (unified memory, beside the total): {fmt_bytes(b.paged_optimizer)}"
+            f"paged optimizer states (unified memory, beside the peak): {size(b.paged_optimizer)}"
         )
     if b.cpu_bytes:
-        out.print(f"CPU RAM per GPU rank (offload / paged): {fmt_bytes(b.cpu_bytes)}")
+        out.print(f"CPU RAM per GPU rank (offload / paged): {size(b.cpu_bytes)}")
+    room = v.capacity - v.headroom
     out.print(
-        f"usable on {e.gpu.name}: {fmt_bytes(v.usable)} = capacity {fmt_bytes(v.capacity)} − CUDA context "
-        f"{fmt_bytes(v.cuda_context)} − headroom {fmt_bytes(v.headroom)}"
+        f"room on {e.gpu.name}: {size(room)} = capacity {size(v.capacity)} − headroom "
+        f"{size(v.headroom)}"
     )
     if v.fits:
         out.print(
-            f"[green]fits[/]: needs {fmt_bytes(v.needed)} (peak reserved), {fmt_bytes(v.margin)} to spare"
+            f"[green]fits[/]: peak {size(b.total)} of {size(room)}, {size(v.margin)} to spare"
         )
     else:
         for problem in v.problems:
             out.print(f"[red]cannot run[/]: {problem}")
         if v.margin < 0:
             out.print(
-                f"[red]does not fit[/]: needs {fmt_bytes(v.needed)}, {fmt_bytes(-v.margin)} over"
+                f"[red]does not fit[/]: peak {size(b.total)} of {size(room)}, "
+                f"{size(-v.margin)} over"
             )
     largest = max(TERMS, key=b.term)
     share = 100 * b.term(largest) / max(b.total, 1)
     out.print(
-        f"largest term: [bold]{largest}[/] ({fmt_bytes(b.term(largest))}, {share:.0f} % of the peak)"
+        f"largest term: [bold]{largest}[/] ({size(b.term(largest))}, {share:.0f} % of the peak)"
     )
-    if e.levers:
-        top = e.levers[0]
+    accepted = command_options(command)
+    levers = [
+        lv for lv in e.levers if all(w in accepted for w in lv.flags.split() if w.startswith("--"))
+    ]
+    if levers:
+        top = levers[0]
         aim = (
             ""
             if top.term == largest
@@ -114,11 +146,11 @@ def print_explanation(e: AdvisedExplanation, out: Console | None = None) -> None
         )
         out.print(
             f"  lever: {aim}{top.change} ({top.flags}) saves "
-            f"{fmt_bytes(top.saves)}{', then it fits' if top.fits and not v.fits else ''}"
+            f"{size(top.saves)}{', then it fits' if top.fits and not v.fits else ''}"
         )
-        for lv in e.levers[1:4]:
+        for lv in levers[1:4]:
             out.print(
-                f"  also: {lv.change} ({lv.flags}) saves {fmt_bytes(lv.saves)}{' → fits' if lv.fits and not v.fits else ''}"
+                f"  also: {lv.change} ({lv.flags}) saves {size(lv.saves)}{' → fits' if lv.fits and not v.fits else ''}"
             )
     if e.speed is not None:
         print_speed(e.speed, out)
@@ -181,8 +213,14 @@ def _money(x: float | None) -> str:
 
 
 def print_search(
-    result: Any, top: int, tokens: float | None = None, out: Console | None = None
+    result: Any,
+    top: int,
+    tokens: float | None = None,
+    out: Console | None = None,
+    pick: int = 1,
+    detail: bool = False,
 ) -> None:
+    """The front and the one member ``pick`` (1-based) that ``--emit`` writes, named as such."""
     from constraints.params import total_params
     from searcher.search.levers import advise
 
@@ -201,7 +239,8 @@ def print_search(
         f"{len(result.front)} on the Pareto front, {result.seconds:.2f} s"
     )
     if result.front:
-        cap = p.gpu.memory_bytes
+        from constraints.breakdown import usable_bytes
+
         order = (
             "fastest first" if getattr(result, "rank_by", "cost") == "speed" else "cheapest first"
         )
@@ -214,32 +253,36 @@ def print_search(
             "mb×acc×dp",
             "tp·pp",
             "peak GiB",
-            "",
+            "of usable",
             "tokens/s",
             "step s",
             "$/1M tok",
-            "fid.",
+            "tier",
         ]
         if tokens:
             cols += ["hours", "cost"]
-        left = {"method", "precision · optimizer", "memory levers", "", "mb×acc×dp", "tp·pp"}
+        left = {"method", "recipe · optimizer", "memory levers", "of usable", "mb×acc×dp", "tp·pp"}
+        cols[2] = "recipe · optimizer"
+        usable = usable_bytes(p.gpu, p.headroom)[0]
+        tiers = quality_tiers(result.front)
         for c in cols:
             table.add_column(c, justify="left" if c in left else "right", no_wrap=True)
         for rank, m in enumerate(result.front[:top], start=1):
             c = m.config
+            peak = driver_peak(m.needed)
             row = [
-                str(rank),
+                f"▶{rank}" if rank == pick else str(rank),
                 method_brief(c),
-                f"{precision_brief(c)} · {OPT_SHORT.get(c.optimizer, c.optimizer)}",
+                f"{precision_brief(c)} · {c.optimizer}",
                 levers_brief(c),
                 f"{c.micro_batch}×{c.grad_accum}×{c.dp}",
                 f"{c.tp}·{c.pp}",
-                f"{m.needed / GiB:.1f}",
-                _bar(m.needed / cap, 8),
+                f"{peak / GiB:.1f}",
+                _bar(m.needed / usable, 8),
                 f"{m.tokens_per_s:,.0f}" if m.tokens_per_s else "—",
                 f"{m.step_time_s:.2f}" if m.tokens_per_s else "—",
                 _money(m.usd_per_mtok),
-                f"{m.fidelity:.2f}",
+                str(tiers[m.fidelity][0]),
             ]
             if tokens:
                 hours, usd = (
@@ -250,6 +293,14 @@ def print_search(
                 row += [f"{hours:,.1f}", "—" if usd is None else f"${usd:,.0f}"]
             table.add_row(*row)
         out.print(table)
+        out.print(
+            "[dim]peak GiB: what nvidia-smi shows at the step's peak (CUDA context and NCCL "
+            "buffers included); of usable: that peak against capacity less headroom; tier: "
+            + " > ".join(
+                f"{n} {name}" for n, name in sorted({tiers[m.fidelity] for m in result.front[:top]})
+            )
+            + " (the front's quality objective: full > LoRA by rank > QLoRA)[/]"
+        )
         if len(result.front) > top:
             out.print(
                 f"[dim]{len(result.front) - top} more on the front: --top {len(result.front)}, --json or --csv[/]"
@@ -261,34 +312,56 @@ def print_search(
             "[red]nothing fits[/]: see the reasons above; more GPUs, a larger card, or a shorter sequence"
         )
         return
-    best = result.front[0]
+    chosen = result.front[min(pick, len(result.front)) - 1]
     out.print()
-    out.print("[bold]top pick[/]:")
-    print_explanation(advise(p.model, best.config, p.gpu, p.headroom), out)
+    order = "speed" if getattr(result, "rank_by", "cost") == "speed" else "cost"
+    out.print(
+        f"[bold]front member {pick} of {len(result.front)}[/] (ranked by {order}"
+        + ("; the one --emit writes" if pick != 1 else "; --pick N for another")
+        + "):"
+    )
+    used = chosen.config.gpus
+    if used < p.max_gpus:
+        out.print(
+            f"uses {used} of the {p.max_gpus} GPUs offered: "
+            + (
+                f"ranked by cost, {used} GPUs train a token cheapest; `--rank-by speed` orders "
+                "the front fastest first"
+                if order == "cost"
+                else "no faster configuration on more GPUs fits (tensor/pipeline degrees and "
+                "the batch split limit it)"
+            )
+        )
+    print_explanation(
+        advise(p.model, chosen.config, p.gpu, p.headroom), out, detail=detail, command="search"
+    )
+
+
+def quality_tiers(front: list[Any]) -> dict[float, tuple[int, str]]:
+    """Each fidelity value on the front → (tier, 1 = best; its name): one tier per method name
+    (full, lora r128, …, qlora r8 nf4-dq), ordered by the best fidelity it reaches."""
+    best: dict[str, float] = {}
+    for m in front:
+        name = method_brief(m.config)
+        best[name] = max(best.get(name, m.fidelity), m.fidelity)
+    order = {name: i + 1 for i, name in enumerate(sorted(best, key=lambda n: -best[n]))}
+    return {m.fidelity: (order[method_brief(m.config)], method_brief(m.config)) for m in front}
+
+
+def driver_peak(needed: float) -> float:
+    """The peak nvidia-smi shows: what must fit in the allocator's share, plus the CUDA context
+    that the usable figure set aside (constraints.breakdown.needed_bytes, inverted)."""
+    from constraints.constants import CUDA_CONTEXT_BYTES
+
+    return needed + CUDA_CONTEXT_BYTES
 
 
 def precision_brief(c: Any) -> str:
-    """'bf16+master', 'fp16', 'fp32+autocast': the weight dtype, as the recipe resolves it."""
-    weight, _grad, master, state, compute, autocast = c.resolved_recipe()
-    text = weight
-    if master:
-        text += "+master"
-    if autocast:
-        text += f"→{compute}"
-    if state is None and weight != "fp32" and "8bit" not in c.optimizer:
-        text += f" ({weight} states)"
+    """The recipe by its flag name (--recipe), with a non-default --compute-dtype."""
+    text = str(c.recipe)
+    if c.compute_dtype not in (None, "bf16"):
+        text += f" {c.compute_dtype}"
     return text
-
-
-OPT_SHORT = {
-    "adamw": "AdamW",
-    "adamw-8bit": "AdamW8bit",
-    "paged-adamw-8bit": "PagedAdamW8bit",
-    "sgd": "SGD",
-    "sgd-momentum": "SGD+mom",
-    "adafactor": "Adafactor",
-    "lion": "Lion",
-}
 
 
 def method_brief(c: Any) -> str:
@@ -302,18 +375,19 @@ BACKEND_SHORT = {"deepspeed": "ds", "single": "1gpu"}
 
 
 def levers_brief(c: Any) -> str:
+    """The memory levers by their flags' names and values (--checkpointing full → ckpt=full)."""
     backend = getattr(c, "backend", None)
     parts = [BACKEND_SHORT.get(backend, backend)] if backend else []
     if c.checkpointing != "none":
-        parts.append("ckpt" if c.checkpointing == "full" else "sel-ckpt")
+        parts.append(f"ckpt={c.checkpointing}")
     if c.loss != "standard":
-        parts.append(f"{c.loss}CE")
+        parts.append(f"loss={c.loss}")
     if c.zero:
-        parts.append(f"Z{c.zero}")
+        parts.append(f"zero={c.zero}")
     if c.offload != "none":
-        parts.append(f"off:{'opt' if c.offload == 'optimizer' else 'all'}")
+        parts.append(f"offload={c.offload}")
     if c.optimizer_in_backward:
-        parts.append("opt-in-bwd")
+        parts.append("optimizer-in-backward")
     return " ".join(parts) or "—"
 
 

@@ -32,6 +32,9 @@ class Emission:
     files: tuple[EmittedFile, ...]
     command: str
     notes: tuple[str, ...] = ()
+    #: the launch with the flags of a smoke test that needs no GPU and no download (random
+    #: weights from the config.json beside the script, random tokens, one step); "" if none
+    smoke: str = ""
 
     def file(self, name: str) -> EmittedFile:
         for f in self.files:

@@ -107,20 +107,45 @@ def write_emission(
     for note in emission.notes:
         stream.write(f"note: {note}\n")
     stream.write(f"launch: {emission.command}\n")
+    if emission.smoke:
+        stream.write(f"smoke test (CPU, offline): {emission.smoke}\n")
 
 
 def emit_plan(
-    plan: Plan, args: argparse.Namespace, stream: IO[str], also: Sequence[Output] = ()
+    plan: Plan,
+    args: argparse.Namespace,
+    stream: IO[str],
+    also: Sequence[Output] = (),
+    member: str = "",
 ) -> int:
+    """Write the files of ``plan`` (and ``also``, all or none); ``member`` names it
+    (``front member 5 of 41``)."""
     from searcher.emitters import get_emitter
+    from searcher.search.briefs import config_brief
 
     emitter = get_emitter(args.emit)
     if args.lora_alpha is not None and plan.config.method == "full":
         raise FitplanError("--lora-alpha does nothing: the plan is a full fine-tune (no adapter)")
     check_backend(emitter, plan)
     emission = emitter.emit(plan, emit_options(args, plan))
+    stream.write(f"{member or 'plan'}: {config_brief(plan.config)}\n")
     write_emission(emission, args.out, args.force, stream, also)
     return 0
+
+
+def _member_label(path: str, pick: int | None) -> str:
+    """``front member N of M`` when PLAN.json is a whole search result, else ``plan``."""
+    import json
+
+    try:
+        from pathlib import Path
+
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return "plan"
+    if isinstance(data, dict) and isinstance(data.get("front"), list) and "config" not in data:
+        return f"front member {pick or 1} of {len(data['front'])} in {path}"
+    return f"plan {path}"
 
 
 def cmd_launch(args: argparse.Namespace) -> int:
@@ -128,7 +153,17 @@ def cmd_launch(args: argparse.Namespace) -> int:
 
     check_emit_args(args)
     plan = load_plan(args.plan, pick=args.pick, model=args.model, gpus_per_node=args.gpus_per_node)
-    return emit_plan(plan, args, sys.stdout)
+    try:
+        return emit_plan(plan, args, sys.stdout, member=_member_label(args.plan, args.pick))
+    except FitplanError as err:
+        if "cannot express" not in err.message:
+            raise
+        # a plan is fixed: the pins the refusal advises are flags of the search that makes one
+        raise FitplanError(
+            err.message,
+            f"{err.hint + ': ' if err.hint else ''}those are flags of `fitplan search`; search "
+            f"again with them and --emit {args.emit} --out {args.out}, or --emit another format",
+        ) from None
 
 
 def _expressible(result: SearchResult, args: argparse.Namespace, limit: int = 3) -> list[int]:
@@ -183,7 +218,9 @@ def emit_from_search(
         raise FitplanError(f"--pick {n} is out of range: the front has {len(result.front)} members")
     plan = _plan_of(result, n - 1, args)
     try:
-        return emit_plan(plan, args, stream, also)
+        return emit_plan(
+            plan, args, stream, also, member=f"front member {n} of {len(result.front)}"
+        )
     except FitplanError as err:
         if "cannot express" not in err.message:
             raise

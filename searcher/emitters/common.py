@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import json
 import shlex
+from pathlib import Path
 
 from searcher.emitters.base import EmitOptions, EmittedFile
 from searcher.emitters.plan import Plan
 
 PLAN_FILE = "plan.json"
+#: the model's Hugging Face config, written beside the script: ``--random-init`` builds from it,
+#: so a smoke test needs no download (HF_HUB_OFFLINE=1 works)
+MODEL_CONFIG_FILE = "config.json"
 
 
 def raw_path(options: EmitOptions, name: str) -> str:
@@ -25,6 +29,57 @@ def out_path(options: EmitOptions, name: str) -> str:
 def plan_file(plan: Plan) -> EmittedFile:
     """The plan itself, so that ``fitplan launch PLAN.json`` can re-emit it in another format."""
     return EmittedFile(PLAN_FILE, json.dumps(plan.to_json(), indent=2, default=str) + "\n")
+
+
+def model_config(plan: Plan) -> dict[str, object] | None:
+    """The model's config.json: the user's file when the plan loads a local folder (it wins over
+    a catalog model of the same name), else the catalog's copy; None if neither."""
+    from constraints.errors import FitplanError
+    from constraints.models import catalog_entry
+
+    given = Path(plan.model.name)  # a config file the user named (any file name)
+    path = given if given.suffix == ".json" else Path(plan.model_ref) / MODEL_CONFIG_FILE
+    if path.is_file():
+        try:
+            loaded = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+        return loaded if isinstance(loaded, dict) else None
+    try:
+        config: dict[str, object] = dict(catalog_entry(plan.model.id)["config"])
+    except (FitplanError, KeyError):
+        return None
+    return config
+
+
+def model_config_file(plan: Plan) -> list[EmittedFile]:
+    """``config.json`` beside the script (nothing when fitplan has no config for the model)."""
+    config = model_config(plan)
+    if config is None:
+        return []
+    return [EmittedFile(MODEL_CONFIG_FILE, json.dumps(config, indent=2, sort_keys=True) + "\n")]
+
+
+#: the released versions each format is written for (data/versions.json, with its source)
+VERSIONS_FILE = Path(__file__).resolve().parent / "data" / "versions.json"
+
+
+def released_versions(group: str) -> dict[str, str]:
+    pins: dict[str, str] = json.loads(VERSIONS_FILE.read_text(encoding="utf-8"))[group]
+    return pins
+
+
+def requirements_file(group: str, packages: list[tuple[str, str]]) -> EmittedFile:
+    """requirements.txt: ``name==version`` for each (package, why), the released versions the
+    files were written for and tested with (install torch first: CPU or CUDA build)."""
+    pins = released_versions(group)
+    lines = [
+        "# the released versions these files were written for (fitplan: data/versions.json)",
+        "# install torch first for your platform (CUDA or CPU build), then: pip install -r requirements.txt",
+    ]
+    for name, why in packages:
+        lines.append(f"{name}=={pins[name]}  # {why}")
+    return EmittedFile("requirements.txt", "\n".join(lines) + "\n")
 
 
 def commented_yaml(entries: list[tuple[str, object, str | None]]) -> str:

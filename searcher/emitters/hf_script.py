@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from searcher.emitters.base import EmittedFile
 from searcher.emitters.deepspeed_json import (
     ADAM_BETAS,
     ADAM_EPS,
@@ -39,6 +40,16 @@ def python_command(plan: Plan, settings: HFSettings, script: str) -> str:
     if plan.gpus == 1 and settings.backend == "none":
         return f"python {script}"
     return torchrun_command(plan, script)
+
+
+#: what a smoke test adds to the launch command: random weights from the config.json beside the
+#: script, random tokens, one optimizer step; HF_HUB_OFFLINE=1 proves it downloads nothing
+SMOKE_FLAGS = "--random-init --synthetic-data --max-steps 1"
+
+
+def smoke_command(command: str) -> str:
+    """The launch command as a smoke test: no GPU needed (gloo on the CPU), no network."""
+    return f"HF_HUB_OFFLINE=1 {command} {SMOKE_FLAGS}"
 
 
 # ----------------------------------------------------------------------------------------------
@@ -178,23 +189,46 @@ def render_train_py(
         + ".\n\n"
         f"Launch:\n    {launch}\n\n"
         "Smoke test without downloads (random weights from the config, random tokens):\n"
-        f"    {launch} --random-init --synthetic-data --max-steps 1\n"
-        "Needs: torch, transformers, peft, accelerate"
-        + (", deepspeed" if s.ds_config is not None else "")
-        + (
-            ", bitsandbytes"
-            if s.quant or s.optim in ("adamw_bnb_8bit", "paged_adamw_8bit", "lion_32bit")
-            else ""
-        )
-        + (", liger-kernel" if s.fused_ce else "")
-        + (", flash-attn" if s.attn == "flash_attention_2" else "")
-        + ", datasets (real data).\n"
+        f"    {smoke_command(launch)}\n"
+        "Needs (requirements.txt pins the released versions): "
+        + ", ".join(name for name, _why in hf_requirements(s))
+        + ".\n"
         '"""\n\n'
         "from __future__ import annotations\n\n"
         "import argparse\nimport json\nimport os\nimport sys\n\n"
         "# ---- the plan: every fitplan knob and where it goes " + "-" * 40 + "\n"
     )
     return header + "\n".join(lines) + "\n" + BODY
+
+
+def hf_requirements(s: HFSettings) -> list[tuple[str, str]]:
+    """The packages the script imports for these settings, each with why."""
+    needs = [
+        ("torch", "install first: the CUDA (or CPU) build for this machine"),
+        ("transformers", "Trainer, TrainingArguments, the model"),
+        ("accelerate", "the Trainer's launcher and sharding (FSDP2)"),
+        ("datasets", "real data (not needed with --synthetic-data)"),
+    ]
+    if s.lora:
+        needs.append(("peft", "LoraConfig, get_peft_model"))
+    if s.ds_config is not None:
+        needs.append(
+            ("deepspeed", f"ZeRO-{s.ds_config['zero_optimization']['stage']} (ds_config.json)")
+        )
+    if s.quant or s.optim in ("adamw_bnb_8bit", "paged_adamw_8bit", "lion_32bit"):
+        why = "the quantised base (BitsAndBytesConfig)" if s.quant else f"optimizer {s.optim}"
+        needs.append(("bitsandbytes", why + "; CUDA only"))
+    if s.fused_ce:
+        needs.append(("liger-kernel", "fused linear cross-entropy; CUDA (Triton) only"))
+    if s.attn == "flash_attention_2":
+        needs.append(("flash-attn", "attn_implementation flash_attention_2; CUDA only"))
+    return needs
+
+
+def hf_requirements_file(s: HFSettings) -> EmittedFile:
+    from searcher.emitters.common import requirements_file
+
+    return requirements_file("hf", hf_requirements(s))
 
 
 def ds_json_text(ds: dict[str, Any]) -> str:

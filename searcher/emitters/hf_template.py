@@ -10,6 +10,7 @@ from __future__ import annotations
 
 BODY = '''
 HERE = os.path.dirname(os.path.abspath(__file__))
+CPU_SHARDED = False  # set by main(): see cpu_distributed_state
 
 
 def _torch_dtype(name):
@@ -22,6 +23,46 @@ def _cuda():
     import torch
 
     return torch.cuda.is_available()
+
+
+def resolve_accelerate_paths():
+    """accelerate_config.yaml names ds_config.json relative to itself (it lies beside this
+    script), so the folder can be moved and launched from anywhere; accelerate would read the
+    name relative to the current directory."""
+    name = os.environ.get("ACCELERATE_DEEPSPEED_CONFIG_FILE")
+    if name and not os.path.isabs(name) and os.path.isfile(os.path.join(HERE, name)):
+        os.environ["ACCELERATE_DEEPSPEED_CONFIG_FILE"] = os.path.join(HERE, name)
+
+
+def cpu_distributed_state():
+    """Several processes and no CUDA (a CPU smoke test of the launch): set up accelerate's state
+    on gloo with CPU tensors before TrainingArguments, so that FSDP2 and DeepSpeed shard here as
+    they would on GPUs. Left to itself, accelerate enables FSDP and DeepSpeed only on accelerator
+    devices: without CUDA it runs each process alone (ZeRO then sees a world of 1), or with
+    use_cpu=True as plain DDP. Returns True when it did (TrainingArguments then reuses the state)."""
+    if _cuda() or int(os.environ.get("WORLD_SIZE", "1")) == 1:
+        return False
+    if not (DEEPSPEED or FSDP or os.environ.get("ACCELERATE_USE_DEEPSPEED") == "true"
+            or os.environ.get("ACCELERATE_USE_FSDP") == "true"):
+        return False  # DDP: accelerate's own CPU path (use_cpu=True) is the real one
+    from accelerate.state import PartialState
+    from accelerate.utils import DistributedType
+
+    if DEEPSPEED:
+        os.environ["ACCELERATE_USE_DEEPSPEED"] = "true"  # deepspeed.init_distributed on gloo
+    given = os.environ.get("ACCELERATE_DEEPSPEED_CONFIG_FILE")
+    if given:  # accelerate's DeepSpeed plugin reads the JSON itself: hand it the CPU variant
+        with open(given, encoding="utf-8") as f:
+            ds = cpu_deepspeed(json.load(f))
+        path = os.path.join(HERE, f".cpu_ds_config.{os.environ.get('LOCAL_RANK', '0')}.json")
+        with open(path, "w", encoding="utf-8") as f:
+            json.dump(ds, f)
+        os.environ["ACCELERATE_DEEPSPEED_CONFIG_FILE"] = path
+    state = PartialState(backend="gloo")
+    if state.distributed_type == DistributedType.NO:
+        # the branch in which AcceleratorState turns the FSDP plugin on; the device stays the CPU
+        state.distributed_type = DistributedType.MULTI_GPU
+    return True
 
 
 def parse_args(argv=None):
@@ -59,6 +100,8 @@ def parse_args(argv=None):
         action="store_true",
         help="run on another number of processes than the plan's (changes the effective batch)",
     )
+    # the deepspeed launcher passes --local_rank=N (torchrun and accelerate set LOCAL_RANK instead)
+    p.add_argument("--local_rank", "--local-rank", type=int, default=None, help=argparse.SUPPRESS)
     return p.parse_args(argv)
 
 
@@ -78,6 +121,18 @@ def deepspeed_config(args):
         ds = json.load(f)
     if "optimizer" in ds:
         ds["optimizer"]["params"]["lr"] = args.learning_rate
+    return cpu_deepspeed(ds)
+
+
+def cpu_deepspeed(ds):
+    """Without CUDA (a CPU smoke test): DeepSpeed's AdamW as torch's (torch_adam), not its fused
+    or CPU-Adam C++ kernel, which would first be compiled with a C++ toolchain (minutes). Same
+    update rule; ZeRO-Offload is told to accept it (zero_force_ds_cpu_optimizer)."""
+    opt = ds.get("optimizer") or {}
+    if not _cuda() and opt.get("type") == "AdamW":
+        opt["params"]["torch_adam"] = True
+        if (ds.get("zero_optimization", {}).get("offload_optimizer") or {}).get("device") == "cpu":
+            ds["zero_force_ds_cpu_optimizer"] = False
     return ds
 
 
@@ -106,8 +161,10 @@ def training_arguments_kwargs(args):
         remove_unused_columns=False,
         dataloader_drop_last=True,
         seed=args.seed,
-        use_cpu=not _cuda(),
+        use_cpu=not _cuda() and not CPU_SHARDED,
     )
+    if CPU_SHARDED:
+        kw["accelerator_config"] = {"use_configured_state": True}
     if GRADIENT_CHECKPOINTING:
         kw["gradient_checkpointing_kwargs"] = {"use_reentrant": False}
     if OPTIM_ARGS:
@@ -174,6 +231,17 @@ def _dtype_kwarg():
     return "dtype" if major >= 5 else "torch_dtype"
 
 
+def model_config(args):
+    """The model's config: config.json beside this script for the plan's model (no download, so
+    --random-init works offline), else --model's."""
+    from transformers import AutoConfig
+
+    local = os.path.join(HERE, "config.json")
+    if args.model == MODEL and os.path.isfile(local):
+        return AutoConfig.from_pretrained(HERE)
+    return AutoConfig.from_pretrained(args.model)
+
+
 def build_model(args, training_args):
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM
@@ -191,7 +259,7 @@ def build_model(args, training_args):
             kwargs["device_map"] = {"": local_rank}
     if args.random_init and not q:
         torch.manual_seed(args.seed)  # the same random weights on every process
-        model = AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(args.model), **kwargs)
+        model = AutoModelForCausalLM.from_config(model_config(args), **kwargs)
     else:
         source = args.model
         if args.random_init:
@@ -200,7 +268,7 @@ def build_model(args, training_args):
             with training_args.main_process_first(desc="random init", local=False):
                 if not os.path.exists(os.path.join(source, "config.json")):
                     torch.manual_seed(args.seed)
-                    config = AutoConfig.from_pretrained(args.model)
+                    config = model_config(args)
                     AutoModelForCausalLM.from_config(config).save_pretrained(source)
         model = AutoModelForCausalLM.from_pretrained(source, **kwargs)
     model.config.use_cache = False
@@ -267,18 +335,64 @@ def build_dataset(args, vocab_size, training_args):
     return ds
 
 
+def sharding_report(trainer):
+    """What engine really trained, from the objects themselves (one line per process): FSDP2
+    (the model is an FSDPModule; its parameters DTensors of which this rank holds a shard), a
+    DeepSpeed engine (the ZeRO stage it reports; under ZeRO-3 each parameter's local partition),
+    DDP, or a single process."""
+    import torch.distributed as dist
+
+    rank = dist.get_rank() if dist.is_available() and dist.is_initialized() else 0
+    world = dist.get_world_size() if dist.is_available() and dist.is_initialized() else 1
+    model = trainer.model_wrapped
+    params = list(trainer.model.parameters())
+    total = sum(p.numel() for p in params)
+    try:
+        from torch.distributed.fsdp import FSDPModule
+    except ImportError:  # torch < 2.6
+        FSDPModule = ()
+    engine = type(model).__name__
+    if isinstance(trainer.model, FSDPModule) or isinstance(model, FSDPModule):
+        local = sum(p.to_local().numel() if hasattr(p, "to_local") else p.numel() for p in params)
+        root = trainer.model if isinstance(trainer.model, FSDPModule) else model
+        groups = [m._get_fsdp_state()._fsdp_param_group for m in root.modules() if isinstance(m, FSDPModule)]
+        # reshard_after_forward=True keeps post-forward mesh info (parameters freed after forward)
+        resharded = any(g is not None and g.post_forward_mesh_info is not None for g in groups)
+        engine = "fsdp2 " + ("full_shard" if resharded else "shard_grad_op")
+    elif hasattr(model, "zero_optimization_stage"):
+        stage = model.zero_optimization_stage()
+        engine = f"deepspeed zero{stage}"
+        local = sum(p.ds_tensor.numel() if hasattr(p, "ds_tensor") else p.numel() for p in params)
+        total = sum(p.ds_numel if hasattr(p, "ds_numel") else p.numel() for p in params)
+        # ZeRO-1/2: the fp32 optimizer partition this rank updates
+        parts = getattr(model.optimizer, "single_partition_of_fp32_groups", None) or []
+        if parts:
+            engine += f" optimizer partition {sum(p.numel() for p in parts)}"
+    else:
+        local = total
+        engine = "ddp" if type(model).__name__ == "DistributedDataParallel" else "single"
+    print(
+        f"fitplan: rank {rank}/{world} engine {engine} holds {local} of {total} parameter values",
+        flush=True,
+    )
+
+
 def main(argv=None):
+    global CPU_SHARDED
     args = parse_args(argv)
     check_world_size(args)
-    from transformers import AutoConfig, Trainer, TrainingArguments, default_data_collator
+    resolve_accelerate_paths()
+    CPU_SHARDED = cpu_distributed_state()
+    from transformers import Trainer, TrainingArguments, default_data_collator
 
     # TrainingArguments first: under ZeRO-3 the model is then built already partitioned
     training_args = TrainingArguments(**training_arguments_kwargs(args))
-    vocab_size = AutoConfig.from_pretrained(args.model).vocab_size
+    vocab_size = model_config(args).vocab_size
     model = build_model(args, training_args)
     dataset = build_dataset(args, vocab_size, training_args)
     trainer = Trainer(model=model, args=training_args, train_dataset=dataset, data_collator=default_data_collator)
     trainer.train()
+    sharding_report(trainer)
     if trainer.is_world_process_zero():
         for entry in trainer.state.log_history:
             if "loss" in entry:

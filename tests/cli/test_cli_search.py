@@ -137,7 +137,16 @@ def test_search_table_output() -> None:
         "3",
     )
     assert proc.returncode == 0, proc.stderr
-    assert "Pareto" in proc.stdout and "top pick" in proc.stdout
+    assert "Pareto" in proc.stdout and "front member 1 of " in proc.stdout
+    # one peak figure: the front's peak of member 1 is the breakdown's peak row
+    import re
+
+    row = re.search(r"▶1 │.*?│\s+([\d.]+) │", proc.stdout)
+    peak = re.search(r"peak \(what nvidia-smi shows\)\s*│\s*([\d.]+)", proc.stdout)
+    fits = re.search(r"fits: peak ([\d.]+) GiB", proc.stdout)
+    assert row and peak and fits, proc.stdout
+    assert abs(float(row.group(1)) - float(peak.group(1))) <= 0.05
+    assert peak.group(1) == fits.group(1)
 
 
 def test_search_without_a_model_prints_an_example() -> None:
@@ -185,3 +194,19 @@ def test_fits_json(capsys: pytest.CaptureFixture[str]) -> None:
     small, big = by_model["llama-3.1-8b"], by_model["llama-3.1-70b"]
     assert small["inference"]["ok"] and small["qlora"]["ok"]
     assert not big["inference"]["ok"] and "GiB" in big["inference"]["summary"]
+
+
+def test_each_printed_lever_runs_as_a_search() -> None:
+    """Every lever the search screen prints is flags `fitplan search` accepts: each is run."""
+    import re
+
+    base = ["search", "--model", "qwen2.5-0.5b", "--gpu", "l4", "--target-batch", "8"]
+    base += ["--seq-len", "512", "--top", "1"]
+    proc = run(*base)
+    assert proc.returncode == 0, proc.stderr
+    flags = re.findall(r"^\s+(?:lever|also): .*?\((--[^)]*)\) saves", proc.stdout, re.M)
+    assert flags, proc.stdout
+    for f in flags:
+        r = run(*base, *f.split())
+        assert r.returncode in (0, 1), (f, r.stderr)
+        assert "unrecognized arguments" not in r.stderr and "error:" not in r.stderr, (f, r.stderr)

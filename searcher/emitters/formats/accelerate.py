@@ -7,8 +7,13 @@ from __future__ import annotations
 from typing import Any
 
 from searcher.emitters.base import Emission, EmitOptions, EmittedFile
-from searcher.emitters.common import out_path, plan_file, raw_path
-from searcher.emitters.hf_script import ds_json_text, render_train_py
+from searcher.emitters.common import model_config_file, out_path, plan_file
+from searcher.emitters.hf_script import (
+    ds_json_text,
+    hf_requirements_file,
+    render_train_py,
+    smoke_command,
+)
 from searcher.emitters.hf_settings import HF_BACKENDS, HF_KNOBS, hf_settings
 from searcher.emitters.plan import Plan
 
@@ -73,7 +78,8 @@ class AccelerateEmitter:
             # with a DeepSpeed config file, precision lives in the JSON (accelerate refuses
             # mixed_precision next to it)
             acc["deepspeed_config"] = {
-                "deepspeed_config_file": raw_path(options, "ds_config.json"),
+                # relative to this YAML (train.py, beside it, resolves it): the folder moves
+                "deepspeed_config_file": "ds_config.json",
                 "zero3_init_flag": cfg.zero == 3,
             }
             files.append(EmittedFile("ds_config.json", ds_json_text(s.ds_config)))
@@ -96,6 +102,8 @@ class AccelerateEmitter:
             f"offload {cfg.offload}, {plan.gpus} GPU(s) on {plan.nodes} machine(s)\n"
             f"# launch: {command}\n"
         )
+        if s.backend == "deepspeed":
+            header += "# deepspeed_config_file is relative to this file (train.py resolves it)\n"
         if plan.nodes > 1:
             header += (
                 "# multi-node: pass each machine's --machine_rank and node 0's --main_process_ip\n"
@@ -109,9 +117,11 @@ class AccelerateEmitter:
                 True,
             ),
             *files,
+            *model_config_file(plan),
+            hf_requirements_file(s),
             plan_file(plan),
         ]
-        return Emission(self.name, tuple(files), command)
+        return Emission(self.name, tuple(files), command, smoke=smoke_command(command))
 
 
 EMITTER = AccelerateEmitter()

@@ -7,8 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from searcher.emitters.base import Emission, EmitOptions, EmittedFile, refuse
-from searcher.emitters.common import commented_yaml, out_path, plan_file, raw_path
-from searcher.emitters.hf_script import ds_json_text
+from searcher.emitters.common import commented_yaml, out_path, plan_file
 from searcher.emitters.hf_settings import ATTENTION, hf_settings
 from searcher.emitters.knobs import SPEED_KNOBS
 from searcher.emitters.plan import Plan
@@ -195,14 +194,15 @@ class AxolotlEmitter:
         files: list[EmittedFile] = []
         if s.backend == "deepspeed":
             assert s.ds_config is not None
+            # inline (axolotl takes the DeepSpeed config as a path or a mapping): no path that
+            # would be read relative to wherever axolotl is started
             entries.append(
                 (
                     "deepspeed",
-                    raw_path(options, "ds_config.json"),
-                    f"zero {cfg.zero}, offload {cfg.offload}",
+                    s.ds_config,
+                    f"zero {cfg.zero}, offload {cfg.offload}: the DeepSpeed config, inline",
                 )
             )
-            files.append(EmittedFile("ds_config.json", ds_json_text(s.ds_config)))
         elif s.backend == "fsdp":
             assert s.fsdp is not None
             entries.append(("fsdp_version", 2, None))

@@ -6,8 +6,13 @@ the ``deepspeed`` launcher. The JSON carries what DeepSpeed controls; the script
 from __future__ import annotations
 
 from searcher.emitters.base import Emission, EmitOptions, EmittedFile
-from searcher.emitters.common import out_path, plan_file
-from searcher.emitters.hf_script import ds_json_text, render_train_py
+from searcher.emitters.common import model_config_file, out_path, plan_file
+from searcher.emitters.hf_script import (
+    ds_json_text,
+    hf_requirements_file,
+    render_train_py,
+    smoke_command,
+)
 from searcher.emitters.hf_settings import HF_KNOBS, hf_settings
 from searcher.emitters.plan import Plan
 
@@ -51,9 +56,11 @@ class DeepSpeedEmitter:
         files = (
             EmittedFile("ds_config.json", ds_json_text(s.ds_config)),
             EmittedFile("train.py", render_train_py(plan, s, fmt=self.name, launch=command), True),
+            *model_config_file(plan),
+            hf_requirements_file(s),
             plan_file(plan),
         )
-        return Emission(self.name, files, command, notes)
+        return Emission(self.name, files, command, notes, smoke=smoke_command(command))
 
 
 EMITTER = DeepSpeedEmitter()

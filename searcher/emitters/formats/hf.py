@@ -4,8 +4,14 @@ the plan needs it; launched with ``python train.py`` on one GPU, torchrun on mor
 from __future__ import annotations
 
 from searcher.emitters.base import Emission, EmitOptions, EmittedFile
-from searcher.emitters.common import out_path, plan_file
-from searcher.emitters.hf_script import ds_json_text, python_command, render_train_py
+from searcher.emitters.common import model_config_file, out_path, plan_file
+from searcher.emitters.hf_script import (
+    ds_json_text,
+    hf_requirements_file,
+    python_command,
+    render_train_py,
+    smoke_command,
+)
 from searcher.emitters.hf_settings import HF_BACKENDS, HF_KNOBS, hf_settings
 from searcher.emitters.plan import Plan
 
@@ -36,8 +42,12 @@ class HFEmitter:
             notes.append(
                 f"run the command on each of the {plan.nodes} nodes (NODE_RANK, MASTER_ADDR set)"
             )
+        files.extend(model_config_file(plan))
+        files.append(hf_requirements_file(s))
         files.append(plan_file(plan))
-        return Emission(self.name, tuple(files), command, tuple(notes))
+        return Emission(
+            self.name, tuple(files), command, tuple(notes), smoke=smoke_command(command)
+        )
 
 
 EMITTER = HFEmitter()

@@ -4,8 +4,13 @@
 from __future__ import annotations
 
 from searcher.emitters.base import Emission, EmitOptions, EmittedFile
-from searcher.emitters.common import out_path, plan_file
-from searcher.emitters.hf_script import ds_json_text, render_train_py
+from searcher.emitters.common import model_config_file, out_path, plan_file
+from searcher.emitters.hf_script import (
+    ds_json_text,
+    hf_requirements_file,
+    render_train_py,
+    smoke_command,
+)
 from searcher.emitters.hf_settings import HF_BACKENDS, HF_KNOBS, hf_settings
 from searcher.emitters.plan import Plan
 
@@ -55,9 +60,11 @@ class TorchrunEmitter:
         ]
         if s.ds_config is not None:
             files.append(EmittedFile("ds_config.json", ds_json_text(s.ds_config)))
+        files.extend(model_config_file(plan))
+        files.append(hf_requirements_file(s))
         files.append(plan_file(plan))
         notes = (f"torchrun runs {script} with {plan.procs_per_node} process(es) per node",)
-        return Emission(self.name, tuple(files), command, notes)
+        return Emission(self.name, tuple(files), command, notes, smoke=smoke_command(command))
 
 
 EMITTER = TorchrunEmitter()

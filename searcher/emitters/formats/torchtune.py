@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from searcher.emitters.base import Emission, EmitOptions, EmittedFile, refuse
-from searcher.emitters.common import out_path, plan_file
+from searcher.emitters.common import out_path, plan_file, requirements_file
 from searcher.emitters.knobs import SPEED_KNOBS, refuse_speed_knobs
 from searcher.emitters.plan import Plan, adapter_dtype, lora_alpha, lora_target_modules, precision
 
@@ -39,9 +39,10 @@ KNOBS = {
     "grad_accum": "gradient_accumulation_steps",
     "checkpointing": "enable_activation_checkpointing; selective refused",
     "attention": "torchtune's attention is torch SDPA (FlashAttention-2 kernel on CUDA): flash/sdpa; eager refused",
-    "loss": "loss._component_ torch.nn.CrossEntropyLoss / CEWithChunkedOutputLoss / LinearCrossEntropyLoss",
-    "zero": "0: data_parallel_replicate_dim (DDP-style); 2: fsdp_reshard_after_forward=False; 3: FSDP2 "
-    "full shard; 1 refused",
+    "loss": "loss._component_ torch.nn.CrossEntropyLoss / CEWithChunkedOutputLoss; fused refused "
+    "(torchtune 0.6.1 has no LinearCrossEntropyLoss)",
+    "zero": "2: fsdp_reshard_after_forward=False; 3: FSDP2 full shard (one GPU: the single-device "
+    "recipe); 0 on several GPUs and 1 refused (0.6.1's distributed recipes always shard)",
     "offload": "all: fsdp_cpu_offload=True (ZeRO-3); optimizer-only offload refused",
     "tp": "tensor_parallel_dim + tensor_parallel_plan (full_finetune_distributed, Llama 3 family)",
     "pp": "refused above 1 (no pipeline parallelism in torchtune recipes)",
@@ -54,8 +55,10 @@ KNOBS = {
 LOSSES = {
     "standard": "torch.nn.CrossEntropyLoss",
     "chunked": "torchtune.modules.loss.CEWithChunkedOutputLoss",
-    "fused": "torchtune.modules.loss.LinearCrossEntropyLoss",
 }
+#: the released torchtune these files are written for (PyPI; data/versions.json pins it with the
+#: torchao it imports with)
+TORCHTUNE_VERSION = "0.6.1"
 #: optimizer component and whether it takes ``fused``
 OPTIMIZERS: dict[str, tuple[str, bool]] = {
     "adamw": ("torch.optim.AdamW", True),
@@ -258,6 +261,15 @@ def torchtune_run(
     o["tokenizer.max_seq_len"] = str(cfg.seq_len)
     o["dataset.packed"] = "True"
     o["enable_activation_checkpointing"] = _value(cfg.checkpointing == "full")
+    if cfg.loss not in LOSSES:
+        raise refuse(
+            fmt,
+            "loss",
+            cfg.loss,
+            f"torchtune {TORCHTUNE_VERSION} (the release on PyPI) has no fused linear "
+            "cross-entropy (LinearCrossEntropyLoss is unreleased)",
+            "pin --loss chunked (CEWithChunkedOutputLoss) or standard",
+        )
     o["loss._component_"] = LOSSES[cfg.loss]
     # optimizer
     name = cfg.optimizer.lower()
@@ -314,16 +326,34 @@ def torchtune_run(
             o["tensor_parallel_dim"] = str(cfg.tp)
             o["tensor_parallel_plan._component_"] = fam["tp_plan"]
         if cfg.zero == 0:
-            o["data_parallel_replicate_dim"] = str(cfg.dp)
-            o["data_parallel_shard_dim"] = "1"
-        else:
-            o["data_parallel_shard_dim"] = str(cfg.dp)
-            o["data_parallel_replicate_dim"] = "1"
-            o["fsdp_reshard_after_forward"] = _value(cfg.zero == 3)
+            # torchtune 0.6.1's distributed recipes always shard with FSDP2 over every process
+            # (they read no data_parallel_replicate_dim): a DDP plan would silently run as FSDP
+            raise refuse(
+                fmt,
+                "zero",
+                0,
+                f"torchtune {TORCHTUNE_VERSION}'s distributed recipes always shard with FSDP2; "
+                "they have no plain data parallelism (DDP)",
+                "pin --zero 3 (or 2), or --emit accelerate / torchrun for DDP",
+            )
+        o["fsdp_reshard_after_forward"] = _value(cfg.zero == 3)
         o["fsdp_cpu_offload"] = _value(cfg.offload == "all")
     elif cfg.tp > 1:
         raise refuse(fmt, "tp", cfg.tp, "tensor parallelism needs more than one GPU")
     return recipe, config, o, removals
+
+
+def torchtune_requirements(overrides: dict[str, str]) -> EmittedFile:
+    """torchtune with the torchao it imports with (0.6.1 imports torchao at start-up: NF4, the
+    qlora builders), and bitsandbytes when an optimizer of it is named."""
+    needs = [
+        ("torch", "install first: the CUDA (or CPU) build for this machine"),
+        ("torchtune", "tune run and the recipe"),
+        ("torchao", f"imported by torchtune {TORCHTUNE_VERSION} (NF4 for QLoRA)"),
+    ]
+    if overrides.get("optimizer._component_", "").startswith("bitsandbytes."):
+        needs.append(("bitsandbytes", f"{overrides['optimizer._component_']}; CUDA only"))
+    return requirements_file("torchtune", needs)
 
 
 class TorchtuneEmitter:
@@ -354,6 +384,7 @@ class TorchtuneEmitter:
         repo = plan.model_ref
         lines = [
             "#!/usr/bin/env bash",
+            f"# written for torchtune {TORCHTUNE_VERSION} (PyPI): pip install -r requirements.txt",
             f"# fitplan plan, --emit torchtune: {plan.model.id}, {plan.config.method}, "
             f"{plan.config.micro_batch} x {plan.config.grad_accum} x {plan.config.dp} sequences of "
             f"{plan.config.seq_len} tokens, {plan.gpus} GPU(s)",
@@ -392,7 +423,11 @@ class TorchtuneEmitter:
         lines += [f"  {a} \\" for a in body] + ['  "$@"']
         sh = "\n".join(lines) + "\n"
         script = out_path(options, "torchtune.sh")
-        files = (EmittedFile("torchtune.sh", sh, True), plan_file(plan))
+        files = (
+            EmittedFile("torchtune.sh", sh, True),
+            torchtune_requirements(overrides),
+            plan_file(plan),
+        )
         command = f"bash {script}"
         notes = (f"tune run {recipe} --config {config} with {len(args)} overrides",)
         return Emission(self.name, files, command, notes)
