@@ -81,6 +81,16 @@ FP32_BYTES = 4.0
 #: matmul (bnb.functional.dequantize_4bit / int8 matmul): 2 bytes per weight of the largest linear.
 DEQUANT_BYTES_PER_WEIGHT = 2.0
 
+#: ``prepare_model_for_kbit_training`` casts every parameter that is not 4/8-bit to fp32
+#: (peft/utils/other.py: "cast all non INT8 parameters to fp32"): embeddings, norms, the head.
+#: bitsandbytes' Linear4bit returns its output in the dtype of its input
+#: (bitsandbytes/nn/modules.py Linear4bit.forward: ``out.to(inp_dtype)``), so the fp32
+#: embedding output keeps the whole residual stream and every layer's activations fp32 (traced,
+#: Llama-3.2-1B QLoRA nf4, 2 × 2048: float32[2, 2048, 8192] MLP activations, parameters
+#: 1.53 GiB with the fp32 embedding). Applied to QLoRA with fp32 adapters (PEFT's default,
+#: autocast_adapter_dtype=True, which the PEFT stack pairs with this preparation).
+KBIT_PREPARED_BYTES = 4.0
+
 #: torch.autocast caches a 16-bit copy of each fp32 weight it casts (for the backward), 2 bytes
 #: per weight of the matmul weights (torch/csrc/autograd autocast weight cache).
 AUTOCAST_COPY_BYTES_PER_WEIGHT = 2.0
