@@ -316,7 +316,17 @@ def activation_arrays(spec: ModelSpec, batch: ConfigBatch) -> dict[str, np.ndarr
     saved = np.zeros(n)
     layer = np.zeros(n)
     core = np.zeros(n)  # selective: one layer's attention core, rebuilt during its backward
-    b_c = batch.compute_bytes
+    # QLoRA after prepare_model_for_kbit_training: the fp32 embedding output and Linear4bit's
+    # cast back to its input dtype keep every activation fp32 (constants.KBIT_PREPARED_BYTES)
+    # (PEFT's stack, recognised by its fp32 adapters; 16-bit adapters mean a stack without the
+    # upcast, e.g. torchtune's QLoRA)
+    kbit = (
+        batch.is_lora
+        & (batch.quant != CODE["quant"]["none"])
+        & (batch.adapter_bytes == C.KBIT_PREPARED_BYTES)
+        & ~batch.autocast
+    )
+    b_c = np.where(kbit, C.KBIT_PREPARED_BYTES, batch.compute_bytes)
     b_r = np.where(batch.autocast | (b_c == 4), 4.0, np.minimum(batch.weight_bytes, 2.0))
     b_r = np.where(batch.weight_bytes >= 4, 4.0, b_r)
     b_soft = np.where(batch.autocast | (b_c == 4), 4.0, b_c)
@@ -326,13 +336,23 @@ def activation_arrays(spec: ModelSpec, batch: ConfigBatch) -> dict[str, np.ndarr
         "fp32": np.full(n, C.FP32_BYTES),
         "softmax": b_soft,
         "mask": np.ones(n),
+        "cast16": np.where(b_c >= 4, 0.0, b_c),
     }
     tokens = (batch.micro_batch * batch.seq_len).astype(np.float64)
     s = batch.seq_len.astype(np.float64)
     eager = batch.attention == CODE["attention"]["eager"]
     selective = batch.checkpointing == CODE["checkpointing"]["selective"]
     full_ckpt = batch.checkpointing == CODE["checkpointing"]["full"]
-    copies = batch.is_lora & (batch.lora_dropout | (batch.adapter_bytes != b_c))
+    # PEFT's LoRA forward: ``x = self._cast_input_dtype(x, lora_A.weight.dtype)`` then
+    # ``lora_B(lora_A(dropout(x)))``: lora_A saves its own input. That is a private copy per
+    # adapter when the cast changes the dtype (fp32 adapters on a 16-bit stream: fp32 copies,
+    # traced float32[2, 2048, 14336] per down_proj on Llama-3.1-8B), when autocast then casts it
+    # back to the compute dtype (a new 16-bit tensor per adapter), or when dropout makes one.
+    layer_in = np.where(batch.weight_bytes >= 4, 4.0, b_c)
+    copy_elem = np.where(batch.autocast, batch.compute_bytes, batch.adapter_bytes)
+    copies = batch.is_lora & (
+        batch.lora_dropout | (batch.adapter_bytes != layer_in) | (copy_elem != layer_in)
+    )
     lora_extra = np.zeros(n)
     sp = sequence_parallel(batch)
     # one coefficient set per distinct (trainability, attention, checkpointing, copies, tp)
@@ -398,8 +418,10 @@ def activation_arrays(spec: ModelSpec, batch: ConfigBatch) -> dict[str, np.ndarr
                 )
             core[sel] = tokens[sel] * np.maximum(rebuilt, 0.0) / tp_deg
         if is_lora:
-            rank_bytes = batch.rank[sel] * coef.lora_rank_elems * b_c[sel]
-            copy_bytes = coef.lora_copy_elems * (b_c[sel] + batch.lora_dropout[sel]) * has_copies
+            rank_bytes = batch.rank[sel] * coef.lora_rank_elems * copy_elem[sel]
+            copy_bytes = (
+                coef.lora_copy_elems * (copy_elem[sel] + batch.lora_dropout[sel]) * has_copies
+            )
             lora_extra[sel] = tokens[sel] * (rank_bytes + copy_bytes)
     layers = float(model_facts(spec).layers)
     saved = saved + lora_extra

@@ -7,6 +7,9 @@ What a tensor costs depends on the run (its ``dtype`` kind):
 - ``residual``: the residual stream, in the dtype of the weights (fp32 under AMP autocast);
 - ``fp32``: RMSNorm's upcast copy, softmax in fp32, log-sum-exp, LayerNorm mean/rstd;
 - ``softmax``: attention probabilities of eager attention, fp32 under autocast else compute;
+- ``cast16``: a 16-bit cast of an fp32 tensor (``.to(query.dtype)``): the compute dtype's bytes,
+  none when the computation runs in fp32 (the cast is a no-op and shares the fp32 storage; traced:
+  OPT-1.3B LoRA fp32 eager 8 × 8192 held one fp32 probability tensor per layer, not two);
 - ``mask``: dropout masks, 1 byte per element.
 """
 
@@ -17,8 +20,8 @@ from typing import Literal
 
 from constraints.model_spec import LLAMA_LIKE, ModelSpec
 
-DKind = Literal["compute", "residual", "fp32", "softmax", "mask"]
-DKINDS: tuple[DKind, ...] = ("compute", "residual", "fp32", "softmax", "mask")
+DKind = Literal["compute", "residual", "fp32", "softmax", "mask", "cast16"]
+DKINDS: tuple[DKind, ...] = ("compute", "residual", "fp32", "softmax", "mask", "cast16")
 
 
 @dataclass(frozen=True)
@@ -187,7 +190,7 @@ def _attention_core(
             Saved(
                 "attention probabilities cast to compute dtype (PV matmul input)",
                 heads,
-                "compute",
+                "cast16",
                 s2=True,
                 eager_only=True,
             ),

@@ -218,6 +218,7 @@ def trace_mode(
         "residual": 4.0 if dtype == "fp32" else 2.0,
         "fp32": 4.0,
         "softmax": 4.0 if dtype == "fp32" else 2.0,
+        "cast16": 0.0 if dtype == "fp32" else 2.0,
         "mask": 1.0,
     }
     analytic = {

@@ -30,7 +30,7 @@ GPT = spec_from_hf_config(
 
 def _layer_bytes_per_token(attention: str, selective: bool, s: int) -> float:
     c = activation_coefficients(GPT, "full", "", attention, selective, False)
-    bytes_of = {"compute": 2, "residual": 2, "fp32": 4, "softmax": 2, "mask": 1}
+    bytes_of = {"compute": 2, "residual": 2, "fp32": 4, "softmax": 2, "mask": 1, "cast16": 2}
     return sum((c.layer_per_token[k] + c.layer_s2[k] * s) * b for k, b in bytes_of.items())
 
 
