@@ -341,7 +341,10 @@ def _load(handler: str) -> Callable[[argparse.Namespace], int]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as stop:  # --help, --version, or a usage error already printed
+        return stop.code if isinstance(stop.code, int) else 2
     args.argv = list(sys.argv[1:] if argv is None else argv)  # for the page's commands
     handler = getattr(args, "handler", None)
     if handler is None:
