@@ -68,14 +68,21 @@ def detect(doc: Document) -> str | None:
     return None
 
 
+#: the model's config.json that an emitted folder carries (searcher/emitters: offline folders)
+MODEL_CONFIG_NAME = "config.json"
+
+
 def expand(paths: list[str]) -> list[Path]:
     out: list[Path] = []
     for p in map(Path, paths):
         if p.is_dir():
+            # a folder's config.json is the model's (fitplan emits it beside train.py), not a
+            # training config
             found = sorted(
                 x
                 for x in p.iterdir()
-                if x.suffix in (".yaml", ".yml", ".json") or x.name in ("train.py", "torchtune.sh")
+                if (x.suffix in (".yaml", ".yml", ".json") and x.name != MODEL_CONFIG_NAME)
+                or x.name in ("train.py", "torchtune.sh")
             )
             main = [x for x in found if x.name != "plan.json"]
             out += main if main else found

@@ -314,6 +314,10 @@ def read_trainer(
             if key in d:
                 r.read(doc, key, "recipe", "the dtype the model is loaded in")
     ds_doc = next((x for x in extra if isinstance(x.data, dict) and _is_ds(x.data)), None)
+    if ds_doc is None and isinstance(d.get("deepspeed"), dict):
+        # the DeepSpeed config inline (axolotl's schema takes str | dict; fitplan writes it so)
+        ds_doc = Document(path=doc.path, text=doc.text, kind=doc.kind, data=d["deepspeed"])
+        r.read(doc, "deepspeed", "zero", "the inline DeepSpeed config")
     if ds_doc is None and isinstance(d.get("deepspeed"), str):
         ds_doc = load_ds(doc, d["deepspeed"])
         if ds_doc is not None:
