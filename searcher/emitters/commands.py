@@ -92,14 +92,22 @@ def check_backend(emitter: object, plan: Plan) -> None:
 
 
 def write_emission(
-    emission: Emission, out: str, force: bool, stream: IO[str], also: Sequence[Output] = ()
+    emission: Emission,
+    out: str,
+    force: bool,
+    stream: IO[str],
+    also: Sequence[Output] = (),
+    heading: str = "",
 ) -> None:
-    """The launch files into ``out`` and the ``also`` files (the search's CSV), all or none."""
+    """The launch files into ``out`` and the ``also`` files (the search's CSV), all or none;
+    ``heading`` is printed first, once they are written (a refusal prints nothing on stdout)."""
     from searcher.files import atomic_write_files
 
     paths = atomic_write_files(
         out, [(f.name, f.text, f.executable) for f in emission.files], force=force, also=also
     )
+    if heading:
+        stream.write(heading)
     for o in also:
         stream.write(f"wrote {o.path}\n")
     for p in paths:
@@ -128,8 +136,8 @@ def emit_plan(
         raise FitplanError("--lora-alpha does nothing: the plan is a full fine-tune (no adapter)")
     check_backend(emitter, plan)
     emission = emitter.emit(plan, emit_options(args, plan))
-    stream.write(f"{member or 'plan'}: {config_brief(plan.config)}\n")
-    write_emission(emission, args.out, args.force, stream, also)
+    heading = f"{member or 'plan'}: {config_brief(plan.config)}\n"
+    write_emission(emission, args.out, args.force, stream, also, heading=heading)
     return 0
 
 
