@@ -174,7 +174,8 @@ def _heavy_deps() -> None:
 )
 def test_deepspeed_launcher(tmp_path: Path, knobs: dict[str, Any], engine: str) -> None:
     _need("deepspeed")
-    launch, smoke = emit_and_smoke(tmp_path, "deepspeed", **knobs)
+    # the deepspeed format writes DeepSpeed plans (ZeRO-0 and 3 would otherwise be DDP / FSDP2)
+    launch, smoke = emit_and_smoke(tmp_path, "deepspeed", backend="deepspeed", **knobs)
     assert launch == "deepspeed --num_gpus 2 run/train.py"
     seen = engines(run_printed(smoke, tmp_path))
     if knobs["zero"] == 3:
