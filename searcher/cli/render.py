@@ -54,9 +54,10 @@ def _term_rows(b: Any) -> list[tuple[str, int, bool]]:
 def command_options(command: str) -> set[str]:
     """The option strings ``fitplan COMMAND`` accepts (advice prints only those)."""
     import argparse
+    import importlib
 
-    from searcher.cli.parser import build_parser
-
+    # looked up by name, as handlers are: the parser imports the command modules that print
+    build_parser = importlib.import_module("searcher.cli.parser").build_parser
     sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
     return {o for a in sub.choices[command]._actions for o in a.option_strings}
 
