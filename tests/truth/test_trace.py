@@ -80,7 +80,7 @@ def test_trace_command(capsys: pytest.CaptureFixture[str]) -> None:
     ("argv", "needle"),
     [
         (["trace", "no-such-model"], "unknown model"),
-        (["trace", "gpt2", "--layers", "0"], "--layers must be positive"),
+        (["trace", "gpt2", "--layers", "0"], "--layers: 0 must be positive"),
         (
             ["trace", "gpt2", "--attention", "flash", "--checkpointing", "selective"],
             "no traced mode",
