@@ -58,7 +58,7 @@ def test_launch_names_the_member_of_a_front(tmp_path: Path) -> None:
     n = len(json.loads(r.stdout)["front"])
     r2 = fitplan(
         "launch", str(tmp_path / "front.json"), "--pick", "3", "--emit", "deepspeed", "--out",
-        str(tmp_path / "ds"), "--backend", "deepspeed",
+        str(tmp_path / "ds"),
     )  # fmt: skip
     if r2.returncode == 0:
         assert f"front member 3 of {n} in " in r2.stdout
