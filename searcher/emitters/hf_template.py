@@ -13,6 +13,13 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 CPU_SHARDED = False  # set by main(): see cpu_distributed_state
 
 
+def say(line):
+    """One status line in one write: the ranks share a pipe, and print() writes the text and its
+    newline apart, so two ranks' lines could run together."""
+    sys.stdout.write(line + "\\n")
+    sys.stdout.flush()
+
+
 def _torch_dtype(name):
     import torch
 
@@ -371,10 +378,7 @@ def sharding_report(trainer):
     else:
         local = total
         engine = "ddp" if type(model).__name__ == "DistributedDataParallel" else "single"
-    print(
-        f"fitplan: rank {rank}/{world} engine {engine} holds {local} of {total} parameter values",
-        flush=True,
-    )
+    say(f"fitplan: rank {rank}/{world} engine {engine} holds {local} of {total} parameter values")
 
 
 def main(argv=None):
@@ -396,7 +400,7 @@ def main(argv=None):
     if trainer.is_world_process_zero():
         for entry in trainer.state.log_history:
             if "loss" in entry:
-                print(f"fitplan: step {entry['step']} loss {entry['loss']:.6f}", flush=True)
+                say(f"fitplan: step {entry['step']} loss {entry['loss']:.6f}")
     import torch.distributed as dist
 
     if dist.is_available() and dist.is_initialized():

@@ -984,7 +984,7 @@ TINY_LLAMA = {
     "bos_token_id": 1,
     "eos_token_id": 2,
 }
-LOSS_LINE = re.compile(r"^fitplan: step (\d+) loss (\S+)$", re.M)
+LOSS_LINE = re.compile(r"fitplan: step (\d+) loss ([-+]?(?:\d+\.?\d*(?:[eE][-+]?\d+)?|nan|inf))")
 
 
 def tiny_plan(tmp_path: Path, fmt: str, **knobs: Any) -> tuple[Emission, Path]:

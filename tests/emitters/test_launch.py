@@ -38,7 +38,7 @@ TINY = DATA / "tiny_llama_config.json"
 ENGINE_LINE = re.compile(
     r"fitplan: rank (\d+)/(\d+) engine ([^\n]+?) holds (\d+) of (\d+) parameter values"
 )
-LOSS_LINE = re.compile(r"^fitplan: step (\d+) loss (\S+)$", re.M)
+LOSS_LINE = re.compile(r"fitplan: step (\d+) loss ([-+]?(?:\d+\.?\d*(?:[eE][-+]?\d+)?|nan|inf))")
 SMOKE_LINE = re.compile(r"^smoke test \(CPU, offline\): (.+)$", re.M)
 LAUNCH_LINE = re.compile(r"^launch: (.+)$", re.M)
 
