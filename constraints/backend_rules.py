@@ -9,6 +9,12 @@ import numpy as np
 from constraints.backends import BACKEND_CODE, BACKEND_NAMES, table
 from constraints.config import LOSSES, METHODS, OFFLOADS, OPTIMIZER_NAMES, RECIPE_NAMES, ConfigBatch
 
+#: the layout-independent columns :func:`runnable_mask` reads (the rest it reads are layout
+#: columns: backend, tp, pp, dp, zero, offload). A search evaluates the rule once per distinct
+#: combination of these and shares the answer across the static variants that agree on them
+#: (tests/search/test_fronts_unchanged.py checks it reads no other static column).
+RUNNABLE_STATIC_COLUMNS = ("method", "recipe", "optimizer", "loss", "opt_in_bwd")
+
 
 def _codes(names: tuple[str, ...], allowed: Any) -> np.ndarray:
     return np.array([allowed == "all" or n in allowed for n in names], dtype=bool)

@@ -95,7 +95,9 @@ class Layout:
 
 
 def divisors(n: int, cap: int | None = None) -> list[int]:
-    return [d for d in range(1, n + 1) if n % d == 0 and (cap is None or d <= cap)]
+    """The divisors of ``n`` up to ``cap`` (all of them without one), ascending."""
+    top = n if cap is None else min(n, cap)
+    return [d for d in range(1, top + 1) if n % d == 0]
 
 
 def gpu_counts(problem: SearchProblem) -> list[int]:
@@ -249,14 +251,22 @@ def static_variants(problem: SearchProblem) -> list[dict[str, Any]]:
 def layout_rows(problem: SearchProblem) -> list[dict[str, int | str]]:
     rows: list[dict[str, int | str]] = []
     pinned_mb = problem.pins.get("micro_batch")
+    # the backends of a row depend on the layout only through these: computed once each
+    backends: dict[tuple[bool, bool, bool, int, str], list[str]] = {}
     for lay in layouts(problem):
         per_replica = problem.target_batch // lay.dp
         mbs = [int(pinned_mb)] if pinned_mb else divisors(per_replica, MAX_MICRO_BATCH)
+        shardings = []
+        for zero, offload in sharding_options(problem, lay.dp):
+            key = (lay.gpus == 1, lay.tp > 1, lay.pp > 1, zero, offload)
+            if key not in backends:
+                backends[key] = backend_options(problem, lay, zero, offload)
+            shardings.append((zero, offload, backends[key]))
         for mb in mbs:
             if per_replica % mb:
                 continue
-            for zero, offload in sharding_options(problem, lay.dp):
-                for backend in backend_options(problem, lay, zero, offload):
+            for zero, offload, names in shardings:
+                for backend in names:
                     rows.append(
                         {
                             "tp": lay.tp,
