@@ -339,8 +339,20 @@ def _load(handler: str) -> Callable[[argparse.Namespace], int]:
     return fn
 
 
+#: the parser of this process's command, once built (advice reads its option strings)
+_BUILT: list[argparse.ArgumentParser] = []
+
+
+def current_parser() -> argparse.ArgumentParser:
+    """The parser :func:`main` parsed with, or a new one: built once per process (~10 ms)."""
+    if not _BUILT:
+        _BUILT.append(build_parser())
+    return _BUILT[-1]
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
+    _BUILT[:] = [parser]
     try:
         args = parser.parse_args(argv)
     except SystemExit as stop:  # --help, --version, or a usage error already printed

@@ -57,8 +57,8 @@ def command_options(command: str) -> set[str]:
     import importlib
 
     # looked up by name, as handlers are: the parser imports the command modules that print
-    build_parser = importlib.import_module("searcher.cli.parser").build_parser
-    sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    parser = importlib.import_module("searcher.cli.parser").current_parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
     return {o for a in sub.choices[command]._actions for o in a.option_strings}
 
 

@@ -23,7 +23,7 @@ from constraints.units import GiB
 from searcher.search.briefs import knobs_brief
 from searcher.search.evaluate import Evaluation, concat, memory_step_bytes, objective_columns
 from searcher.search.members import member_at
-from searcher.search.pareto import pareto_front
+from searcher.search.pareto import distinct, pareto_front
 from searcher.search.space import SearchProblem, knob_values
 
 FAMILY_NAMES = {"full": "full fine-tune", "lora": "LoRA", "qlora": "QLoRA"}
@@ -201,7 +201,7 @@ class RejectionSink:
             if st.feasible:
                 continue
             hw_ok = sel & (ev.hardware == 0)
-            st.masks = st.masks | frozenset(int(x) for x in np.unique(ev.hardware[sel]))
+            st.masks = st.masks | frozenset(int(x) for x in distinct(ev.hardware[sel]))
             if not hw_ok.any():
                 continue
             st.hw_ok = True

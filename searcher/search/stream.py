@@ -39,6 +39,7 @@ from searcher.search.evaluate import (
     usable_bytes,
 )
 from searcher.search.factors import Factors
+from searcher.search.pareto import distinct
 from searcher.search.sinks import Bounds, bound_objectives
 from searcher.search.space import SearchProblem
 
@@ -146,7 +147,7 @@ def stream_search(
     # larger micro-batches one level at a time, each bounded by its group's largest evaluated
     # smaller one (the corner, or a row of an earlier level that was not pruned)
     interior = rows[~exact_rows]
-    for level in np.unique(ra["micro_batch"][interior]):
+    for level in distinct(ra["micro_batch"][interior]):
         level_rows = interior[ra["micro_batch"][interior] == level]
         for s, r in factors.pairs(level_rows, chunk):
             batch = factors.batch(s, r)
