@@ -31,6 +31,8 @@ ROW_COLUMNS = ("tp", "pp", "dp", "micro_batch", "grad_accum", "zero", "offload",
 GROUP_COLUMNS = ("tp", "pp", "dp", "zero", "offload", "backend")
 #: layout-row values held as names, coded into ConfigBatch integers
 _ROW_CODES = {"offload": CODE["offload"], "backend": BACKEND_CODE}
+#: (variant, row) pairs the backend rule is applied to at once while the grid is built
+_RULE_CHUNK = 1 << 16
 
 
 @cache
@@ -108,8 +110,9 @@ class Factors:
 
         The rule reads only :data:`RUNNABLE_STATIC_COLUMNS` of a static variant (and the pairing
         rule only its optimizer-in-backward and 8-bit flags), so it is evaluated once per
-        distinct combination of those and the mask shared (read-only) by every variant with it:
-        a dozen evaluations instead of one per variant (768 in the single-node space)."""
+        distinct combination of those (81 of the 768 variants of the single-node space) and the
+        mask shared (read-only) by every variant with it; the classes' pairs go through the
+        vectorised rule together, not one call per class."""
         from constraints.backend_rules import RUNNABLE_STATIC_COLUMNS, runnable_mask
 
         signature = np.stack(
@@ -121,14 +124,25 @@ class Factors:
             signature, axis=0, return_index=True, return_inverse=True
         )
         every_row = np.arange(self.n_rows)
-        class_masks = []
-        for s in first.tolist():
+        class_masks = [np.zeros(self.n_rows, dtype=bool) for _ in first]
+        # the classes' (variant, row) pairs, the rule applied to ~64 Ki pairs at a time
+        pending: list[tuple[int, np.ndarray]] = []
+        held = 0
+        for c, s in enumerate(first.tolist()):
             paired = self._pair_masks[(bool(self._opt_in_bwd[s]), bool(self._eight_bit[s]))]
-            ok = np.zeros(self.n_rows, dtype=bool)
-            rows = every_row[paired]
-            ok[rows] = runnable_mask(self.batch(np.full(rows.size, s, dtype=np.int64), rows))
-            ok.flags.writeable = False
-            class_masks.append(ok)
+            pending.append((c, every_row[paired]))
+            held += pending[-1][1].size
+            if held >= _RULE_CHUNK or c == len(first) - 1:
+                s_idx = np.concatenate([np.full(r.size, first[k]) for k, r in pending])
+                r_idx = np.concatenate([r for _, r in pending])
+                ok = runnable_mask(self.batch(s_idx.astype(np.int64), r_idx))
+                at = 0
+                for k, r in pending:
+                    class_masks[k][r] = ok[at : at + r.size]
+                    at += r.size
+                pending, held = [], 0
+        for m in class_masks:
+            m.flags.writeable = False
         masks = [class_masks[c] for c in np.asarray(variant_class).reshape(-1).tolist()]
         return masks if any(m.any() for m in class_masks) else None
 
