@@ -8,7 +8,7 @@
 Every figure comes from fresh processes, this tree and the baseline alternating run by run (so a
 change in the machine's load hits both): the CPU time of the measured call (user + system, from
 ``resource``; the wall clock of a shared machine is noise) and the process's peak RSS, the
-minimum over ``--repeat`` runs. Cold starts are whole processes (the child's CPU time), with the
+median over ``--repeat`` runs (one slow or one lucky run must not move it). Cold starts are whole processes (the child's CPU time), with the
 bytecode compiled once first. llm-analysis's rate is its ``LLMAnalysis.training`` per
 configuration on its own shipped Llama-2-7B config (the per-configuration cost barely depends on
 the model), measured in the same run. No test asserts a time.
@@ -20,6 +20,7 @@ import argparse
 import json
 import os
 import resource
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -161,8 +162,8 @@ def best(results: list[dict | None]) -> dict | None:
     if not ok:
         return None
     return {
-        "cpu": min(r["cpu"] for r in ok),
-        "rss_mb": min(r["rss_mb"] for r in ok),
+        "cpu": statistics.median(r["cpu"] for r in ok),
+        "rss_mb": statistics.median(r["rss_mb"] for r in ok),
         "n": ok[0]["n"],
     }
 
@@ -196,11 +197,11 @@ for mb, dp, zero, ckpt, tp in configs:
 print(json.dumps({"us": (time.process_time() - t) / len(configs) * 1e6}))
 """
     rates = []
-    for _ in range(3):
+    for _ in range(3):  # its median
         run = subprocess.run([python, "-c", code], capture_output=True, text=True, check=False)
         if run.returncode == 0:
             rates.append(json.loads(run.stdout.strip().splitlines()[-1])["us"])
-    return min(rates) if rates else None
+    return statistics.median(rates) if rates else None
 
 
 def _fmt(r: dict | None, key: str = "cpu", unit: str = "s") -> str:
@@ -257,13 +258,17 @@ def main() -> None:
     cold_rows = {}
     for name, argv in COLD.items():
         cold_rows[name] = {
-            k: {"cpu": min(cold(tree, argv) for _ in range(args.repeat + 2)), "rss_mb": 0, "n": 1}
+            k: {
+                "cpu": statistics.median(cold(tree, argv) for _ in range(args.repeat + 2)),
+                "rss_mb": 0,
+                "n": 1,
+            }
             for k, tree in trees.items()
         }
     llma = llm_analysis_rate(args.llm_analysis) if args.llm_analysis else None
 
     print(
-        f"CPU time, minimum of {args.repeat} fresh processes; this tree vs the baseline side by side"
+        f"CPU time, median of {args.repeat} fresh processes; this tree vs the baseline side by side"
     )
     print(
         "| measurement | configurations | CPU (this tree) | peak RSS | CPU (previous release) | peak RSS | speed-up |"
