@@ -146,3 +146,24 @@ def test_divisors_by_trial_division() -> None:
         for cap in (None, 1, 7, 256):
             want = [d for d in range(1, n + 1) if n % d == 0 and (cap is None or d <= cap)]
             assert divisors(n, cap) == want, (n, cap)
+
+
+def _plain_pairs(f: Factors, rows: np.ndarray, chunk: int) -> list[tuple[list[int], list[int]]]:
+    """Variant by variant, its rows among ``rows`` in their order, cut every ``chunk`` pairs."""
+    flat = [(s, int(r)) for s in range(f.n_static) for r in rows[f._mask(s)[rows]]]
+    return [
+        ([s for s, _ in flat[i : i + chunk]], [r for _, r in flat[i : i + chunk]])
+        for i in range(0, len(flat), chunk)
+    ]
+
+
+@pytest.mark.parametrize("kw", PROBLEMS[:3], ids=lambda kw: f"{kw['model']}-{kw['gpu']}")
+def test_pairs_equal_the_plain_loop_over_variants(kw: dict[str, Any]) -> None:
+    f = Factors(_problem(kw))
+    rng = np.random.default_rng(5)
+    every = np.arange(f.n_rows)
+    for rows in (every, every[::3], np.sort(rng.choice(every, size=f.n_rows // 2, replace=False))):
+        for chunk in (1, 97, 4096, 1 << 40):
+            got = [(s.tolist(), r.tolist()) for s, r in f.pairs(rows, chunk)]
+            assert got == _plain_pairs(f, rows, chunk), (len(rows), chunk)
+    assert f.size == sum(int(f._mask(s).sum()) for s in range(f.n_static))
