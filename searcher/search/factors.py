@@ -110,7 +110,7 @@ class Factors:
 
         The rule reads only :data:`RUNNABLE_STATIC_COLUMNS` of a static variant (and the pairing
         rule only its optimizer-in-backward and 8-bit flags), so it is evaluated once per
-        distinct combination of those (81 of the 768 variants of the single-node space) and the
+        distinct combination of those (72 classes of the 768 single-node variants) and the
         mask shared (read-only) by every variant with it; the classes' pairs go through the
         vectorised rule together, not one call per class."""
         from constraints.backend_rules import RUNNABLE_STATIC_COLUMNS, runnable_mask
