@@ -20,6 +20,18 @@ def _codes(names: tuple[str, ...], allowed: Any) -> np.ndarray:
     return np.array([allowed == "all" or n in allowed for n in names], dtype=bool)
 
 
+def _in(column: np.ndarray, allowed: Any) -> np.ndarray:
+    """``np.isin(column, allowed)`` for a column of small integer codes (ZeRO stages), by a
+    lookup table: isin sorts both arrays on every call, a third of this rule's time."""
+    if column.size == 0 or int(column.min()) < 0:
+        return np.isin(column, allowed)
+    table = np.zeros(int(column.max()) + 1, dtype=bool)
+    for v in allowed:
+        if 0 <= int(v) < table.size:
+            table[int(v)] = True
+    return table[column]
+
+
 def runnable_mask(batch: ConfigBatch) -> np.ndarray:
     """True where the row's backend runs the row's combination (vectorised :func:`why_not`)."""
     ok = np.zeros(len(batch), dtype=bool)
@@ -34,7 +46,7 @@ def runnable_mask(batch: ConfigBatch) -> np.ndarray:
             good &= gpus == 1
         if b["gpus"] == "many":
             good &= gpus > 1
-        good &= np.isin(batch.zero, b["zero"])
+        good &= _in(batch.zero, b["zero"])
         good &= _codes(OFFLOADS, b["offload"])[batch.offload]
         if not b["tp"]:
             good &= batch.tp == 1
@@ -45,7 +57,7 @@ def runnable_mask(batch: ConfigBatch) -> np.ndarray:
         good &= _codes(METHODS, b["methods"])[batch.method]
         good &= _codes(RECIPE_NAMES, b["recipes"])[batch.recipe]
         for rec, stages in b.get("recipes_need_zero", {}).items():
-            good &= (batch.recipe != RECIPE_NAMES.index(rec)) | np.isin(batch.zero, stages)
+            good &= (batch.recipe != RECIPE_NAMES.index(rec)) | _in(batch.zero, stages)
         good &= _codes(OPTIMIZER_NAMES, b["optimizers"])[batch.optimizer]
         if "losses" in b:
             good &= _codes(LOSSES, b["losses"])[batch.loss]

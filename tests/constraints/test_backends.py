@@ -246,3 +246,14 @@ def test_cpu_adam_is_shared_by_the_ranks_of_a_node() -> None:
     one, eight = _step([TrainConfig(**base, dp=1), TrainConfig(**base, dp=8)], "optimizer_s")
     # each of 8 ranks steps 1/8 of the parameters at 1/8 of the node's rate: about the same time
     assert eight == pytest.approx(one, rel=0.25)
+
+
+def test_lookup_membership_equals_isin() -> None:
+    """backend_rules._in (a lookup table over small codes) is np.isin on every input shape."""
+    from constraints.backend_rules import _in
+
+    rng = np.random.default_rng(7)
+    for _ in range(200):
+        col = rng.integers(int(rng.integers(-2, 1)), int(rng.integers(1, 9)), rng.integers(0, 50))
+        allowed = [int(v) for v in rng.integers(-3, 12, rng.integers(0, 5))]
+        assert np.array_equal(_in(col, allowed), np.isin(col, allowed)), (col, allowed)
