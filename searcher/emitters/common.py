@@ -42,7 +42,7 @@ def model_config(plan: Plan) -> dict[str, object] | None:
     if path.is_file():
         try:
             loaded = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
+        except (OSError, ValueError, RecursionError):
             return None
         return loaded if isinstance(loaded, dict) else None
     try:
