@@ -75,11 +75,8 @@ DEFAULT_INTER_NODE_GB_S = 50.0
 #: Share of a PCIe link's peak that host<->device copies reach (pinned memory, large transfers:
 #: ~25 of 32 GB/s on PCIe 4.0 x16 in NVIDIA's bandwidthTest). Estimate, not fitted.
 PCIE_EFFICIENCY = 0.8
-#: Dequantising a quantised weight for its matmul reads the packed weight (NF4 with
-#: double-quantised constants: 4.127 bits ≈ 0.52 B, rounded up for the block constants read
-#: beside it: 0.6 B) and writes it in 16-bit (2 B) (bitsandbytes dequantize_4bit). Estimate.
-QUANT_READ_BYTES_PER_WEIGHT = 0.6
-DEQUANT_WRITE_BYTES_PER_WEIGHT = 2.0
+#: Dequantisation of a quantised base (bytes per weight, passes, launches by library, read from
+#: bitsandbytes / AutoGPTQ / AutoAWQ source): constraints/dequant.py.
 #: A LoRA adapter's small matmuls run forward, input-gradient and weight-gradient: 3 passes
 #: (+1 forward when checkpointing recomputes).
 LORA_MATMUL_PASSES = 3.0
