@@ -54,6 +54,7 @@ from constraints.throughput_constants import (
     FLOPS_PER_MAC,
     FP8_BYTES,
     LAUNCH_PASSES_PER_FORWARD,
+    LORA_DROPOUT_OPS,
     LORA_FLOPS_PER_PARAM,
     LORA_MATMUL_PASSES,
     LORA_OPS_PER_ADAPTED_LINEAR,
@@ -222,6 +223,7 @@ def throughput_arrays(
             ad = g.instances * _gemm_time(ad_flops, ad_bytes, peak16, bw, eta_gemm)
             t_lora += np.where(sel, ad * (LORA_MATMUL_PASSES + recompute), 0.0)
             adapted_ops += np.where(sel, g.instances * lora_ops, 0.0)
+            adapted_ops += np.where(sel & batch.lora_dropout, g.instances * LORA_DROPOUT_OPS, 0.0)
 
     # ---- attention (bf16 under every fp8 recipe) ----
     if spec.arch == "raw":

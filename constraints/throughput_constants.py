@@ -86,6 +86,10 @@ LORA_MATMUL_PASSES = 3.0
 #: fused scale-add: 3. Read from the source, not fitted.
 LORA_OPS_PER_ADAPTED_LINEAR = 6.0
 LORA_OPS_PER_ADAPTED_LINEAR_FUSED = 3.0
+#: With lora_dropout > 0 the dropout is nn.Dropout, one more kernel per adapted linear per
+#: forward (aten native_dropout writes the output and its mask in one kernel; its traffic is in
+#: the elementwise term, through the dropped copy the activation model counts). From the source.
+LORA_DROPOUT_OPS = 1.0
 #: Kernel launches per step in forward units: forward 1, backward ≈ 2 (OPS_PER_LAYER_FORWARD).
 LAUNCH_PASSES_PER_FORWARD = 3.0
 #: Memory traffic of eager attention per score element per layer, bytes: the fp32 scores written
