@@ -151,7 +151,8 @@ class TrainConfig(BaseModel):
             )
         if self.method == "qlora" and self.quant == "none":
             raise FitplanError(
-                "--method qlora needs a quantised base", "use --quant nf4, nf4-dq or int8"
+                "--method qlora needs a quantised base",
+                "use --quant nf4, nf4-dq, int8, gptq or awq",
             )
         if self.offload != "none" and self.zero == 0:
             raise FitplanError(

@@ -29,6 +29,7 @@ import numpy as np
 
 from constraints.collectives import collective_seconds, intra_node_bandwidth, nvlink_domain_size
 from constraints.config import CODE, ConfigBatch
+from constraints.dequant import dequant_bytes_per_weight, dequant_launches
 from constraints.fp8 import fp8_column
 from constraints.gemms import model_gemms
 from constraints.gpus import GpuSpec
@@ -45,7 +46,6 @@ from constraints.throughput_constants import (
     CPU_ADAM_PARAMS_PER_S,
     CPU_OP_OVERHEAD_S,
     DEFAULT_INTER_NODE_GB_S,
-    DEQUANT_WRITE_BYTES_PER_WEIGHT,
     DP_OVERLAP,
     EAGER_SCORE_BYTES,
     ELEMENTWISE_RECOMPUTE_SHARE,
@@ -54,6 +54,7 @@ from constraints.throughput_constants import (
     FLOPS_PER_MAC,
     FP8_BYTES,
     LAUNCH_PASSES_PER_FORWARD,
+    LORA_DROPOUT_OPS,
     LORA_FLOPS_PER_PARAM,
     LORA_MATMUL_PASSES,
     LORA_OPS_PER_ADAPTED_LINEAR,
@@ -62,7 +63,6 @@ from constraints.throughput_constants import (
     LOSS_PASSES,
     NCCL_EFFICIENCY,
     PCIE_EFFICIENCY,
-    QUANT_READ_BYTES_PER_WEIGHT,
     RING_ALL_REDUCE_FACTOR,
     STEP_OVERHEAD_S,
     TP_ALL_REDUCES_PER_LAYER,
@@ -151,7 +151,6 @@ def throughput_arrays(
     s = batch.seq_len.astype(np.float64)
     b_c = batch.compute_bytes
     full_ft = ~batch.is_lora
-    is_q = batch.quant != CODE["quant"]["none"]
     is_fp8 = batch.compute_is_fp8
     ckpt_full = batch.checkpointing == CODE["checkpointing"]["full"]
     ckpt_sel = batch.checkpointing == CODE["checkpointing"]["selective"]
@@ -176,6 +175,8 @@ def throughput_arrays(
     t_lora = np.zeros(n)
     t_cast = np.zeros(n)
     adapted_ops = np.zeros(n)  # PEFT's extra kernels per forward, all adapted linears
+    dequant_ops = np.zeros(n)  # dequantisation kernels per micro-batch step
+    mb = batch.micro_batch
     lora_ops = np.where(eager_stack, LORA_OPS_PER_ADAPTED_LINEAR, LORA_OPS_PER_ADAPTED_LINEAR_FUSED)
     rank = batch.rank.astype(np.float64)
     for g in model_gemms(spec):
@@ -209,16 +210,10 @@ def throughput_arrays(
         )
         t_cast += np.where(in_fp8, g.instances * cast / bw, 0.0)
         if g.quantizable:
-            # bitsandbytes dequantises the whole weight to 16-bit per pass (read 4-bit, write 16-bit)
-            deq = (
-                g.instances
-                * g.d_in
-                * g.d_out
-                * (QUANT_READ_BYTES_PER_WEIGHT + DEQUANT_WRITE_BYTES_PER_WEIGHT)
-                / tp
-                / bw
-            )
-            t_dequant += np.where(is_q, deq * (2.0 + recompute), 0.0)
+            # the quantised base's library unpacks each weight to 16-bit (constraints/dequant.py)
+            q_weights = g.instances * g.d_in * g.d_out / tp
+            t_dequant += q_weights * dequant_bytes_per_weight(batch.quant, recompute, mb) / bw
+            dequant_ops += g.instances * dequant_launches(batch.quant, recompute)
         for t, keys in targeted.items():
             if g.key not in keys:
                 continue
@@ -228,6 +223,7 @@ def throughput_arrays(
             ad = g.instances * _gemm_time(ad_flops, ad_bytes, peak16, bw, eta_gemm)
             t_lora += np.where(sel, ad * (LORA_MATMUL_PASSES + recompute), 0.0)
             adapted_ops += np.where(sel, g.instances * lora_ops, 0.0)
+            adapted_ops += np.where(sel & batch.lora_dropout, g.instances * LORA_DROPOUT_OPS, 0.0)
 
     # ---- attention (bf16 under every fp8 recipe) ----
     if spec.arch == "raw":
@@ -260,8 +256,8 @@ def throughput_arrays(
     launch = (
         (spec.total_layers * stack_column(batch.kernels, "ops_per_layer_forward") + adapted_ops)
         * (LAUNCH_PASSES_PER_FORWARD + recompute)
-        * CPU_OP_OVERHEAD_S
-    )
+        + dequant_ops
+    ) * CPU_OP_OVERHEAD_S
     gpu_or_host = np.maximum(compute, launch)
     stage = gpu_or_host / pp
     accum = batch.grad_accum.astype(np.float64)
