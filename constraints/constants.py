@@ -36,7 +36,12 @@ CUBLAS_WORKSPACE_OLDER = 8 * MiB + 128 * 1024
 #: max_memory_reserved or NVML used, each mode to its own rows; rows, residuals and the
 #: leave-one-out check in docs/calibration.md.
 #: Default segments (cudaMalloc per segment): hf-bert-*, peft-mc-*, tt-2404-*, tt-loratut-*.
-#: Was 0.10 (a guess), then a flat 0.20 over every row, torchtitan's included.
+#: Was 0.10 (a guess), then a flat 0.20 over every row, torchtitan's included. Checks on the same
+#: rows: one fraction for both modes (with the other-stream term) fits 0.20 and leaves one out at
+#: 5.4 %, as the flat slack; an extra term for gradients freed and re-allocated every step fitted
+#: 0.14 + 0.08 × gradients and left one out at 5.2 % on the default-segment rows: not adopted.
+#: The rules' own round-up (allocator.rounding_slack) is < 2 MiB per tensor on these rows'
+#: shapes, so the fraction is fragmentation (order of requests), not rounding.
 ALLOCATOR_FRAGMENTATION_FRACTION = 0.16
 #: expandable_segments:True: ao-f8-1, titan-perf-1 (torchtitan runs, both Llama-3-8B FSDP2 on
 #: 8 × H100; two rows only: the weakest-supported constant here).
