@@ -206,6 +206,9 @@ def backend_options(problem: SearchProblem, lay: Layout, zero: int, offload: str
 
 #: knobs that change only the step time: a search keeps them as pinned (or at their defaults)
 SPEED_PINS = ("kernels", "fp8_recipe", "tp_comm_overlap", "virtual_stages")
+#: knobs a search never varies: the speed knobs and the allocator's segment mode (it changes the
+#: reserved memory, not the training: the user's environment decides it)
+PINNED_ONLY = (*SPEED_PINS, "expandable_segments")
 
 
 def static_variants(problem: SearchProblem) -> list[dict[str, Any]]:
@@ -239,8 +242,8 @@ def static_variants(problem: SearchProblem) -> list[dict[str, Any]]:
                     "attention": v["attention"][0],
                     "loss": loss,
                     "optimizer_in_backward": oib,
-                    # speed knobs: not searched, pinned or their defaults
-                    **{k: problem.pins[k] for k in SPEED_PINS if k in problem.pins},
+                    # speed knobs and the segment mode: not searched, pinned or their defaults
+                    **{k: problem.pins[k] for k in PINNED_ONLY if k in problem.pins},
                 }
             )
     return out

@@ -7,7 +7,13 @@ from __future__ import annotations
 from typing import Any
 
 from searcher.emitters.base import Emission, EmitOptions, EmittedFile, refuse
-from searcher.emitters.common import commented_yaml, out_path, plan_file
+from searcher.emitters.common import (
+    ALLOC_CONF_VAR,
+    EXPANDABLE_CONF,
+    commented_yaml,
+    out_path,
+    plan_file,
+)
 from searcher.emitters.hf_settings import ATTENTION, hf_settings
 from searcher.emitters.knobs import SPEED_KNOBS
 from searcher.emitters.plan import Plan
@@ -233,6 +239,8 @@ class AxolotlEmitter:
                 f"--nproc_per_node {plan.procs_per_node} --node_rank $NODE_RANK "
                 "--rdzv_backend c10d --rdzv_endpoint $MASTER_ADDR:29500"
             )
+        if cfg.expandable_segments:
+            command = f"{ALLOC_CONF_VAR}={EXPANDABLE_CONF} {command}"
         header = (
             f"# fitplan plan, --emit axolotl: {plan.model.id}, {cfg.method}, "
             f"{cfg.micro_batch} x {cfg.grad_accum} x {cfg.dp} sequences of {cfg.seq_len} tokens\n"
