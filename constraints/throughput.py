@@ -36,6 +36,7 @@ from constraints.kernels import attention_share, stack_column
 from constraints.memory import memory_arrays
 from constraints.model_states import model_facts
 from constraints.models import ModelSpec
+from constraints.parallel_activations import op_sac_recomputed_matmuls, per_op_sac
 from constraints.params import group_key, lora_target_groups
 from constraints.throughput_constants import (
     ATTENTION_BACKWARD_PER_FORWARD,
@@ -44,6 +45,7 @@ from constraints.throughput_constants import (
     CAUSAL_SCORE_SHARE,
     CPU_ADAM_PARAMS_PER_S,
     CPU_OP_OVERHEAD_S,
+    CPU_THREAD_DRAM_GB_S,
     DEFAULT_INTER_NODE_GB_S,
     DEQUANT_WRITE_BYTES_PER_WEIGHT,
     DP_OVERLAP,
@@ -156,6 +158,11 @@ def throughput_arrays(
     ckpt_full = batch.checkpointing == CODE["checkpointing"]["full"]
     ckpt_sel = batch.checkpointing == CODE["checkpointing"]["selective"]
     recompute = np.where(ckpt_full, 1.0, 0.0)
+    # torchtitan's per-op selective checkpointing replays the block's forward in backward, with
+    # every other matmul and the attention read from its cache (constraints/parallel_activations.py)
+    op_sac = per_op_sac(spec, batch)
+    op_sac_mms = op_sac_recomputed_matmuls(spec)
+    replay = np.where(op_sac, 1.0, recompute)  # the forward's pointwise ops and launches rerun
     eager_stack = batch.kernels == CODE["kernels"]["eager"]
     k_elem = stack_column(batch.kernels, "elementwise_factor")
     if k_elementwise is not None:
@@ -171,6 +178,7 @@ def throughput_arrays(
             targeted[t] = {group_key(spec, g.name, g.block) for g in lora_target_groups(spec, name)}
     out: dict[str, np.ndarray] = {}
     t_fwd = np.zeros(n)
+    t_regemm = np.zeros(n)  # the recomputed forward's matmuls
     t_bwd = np.zeros(n)
     t_dequant = np.zeros(n)
     t_lora = np.zeros(n)
@@ -189,13 +197,15 @@ def throughput_arrays(
             flops, nbytes, g_peak, bw, eta_gemm * np.where(in_fp8, fp8_gemm_share, 1.0)
         )
         passes_bwd = 1.0 + full_ft  # dgrad, and wgrad where the weight trains
-        t_group = g.instances * t_inst * (1.0 + recompute + passes_bwd)
+        g_recompute = np.where(op_sac & (g.key in op_sac_mms), 1.0, recompute)
+        t_group = g.instances * t_inst * (1.0 + g_recompute + passes_bwd)
         out[f"gemm:{g.key}_s"] = t_group
         t_fwd += g.instances * t_inst
+        t_regemm += g.instances * t_inst * g_recompute
         t_bwd += g.instances * t_inst * passes_bwd
         # fp8 scaling: forward input and weight, backward output gradient; the transposed copies
         # the weight-gradient GEMM reads (per pass, each forward repeated when recomputing)
-        act_elems = tokens * (g.d_in * (1.0 + recompute) + g.d_out) / tp
+        act_elems = tokens * (g.d_in * (1.0 + g_recompute) + g.d_out) / tp
         w_elems = (
             g.d_in
             * g.d_out
@@ -205,7 +215,7 @@ def throughput_arrays(
         cast = (
             act_elems * cast_bytes
             + tokens * (g.d_in + g.d_out) / tp * transpose_bytes * full_ft
-            + w_elems * cast_bytes * (2.0 + recompute)
+            + w_elems * cast_bytes * (2.0 + g_recompute)
         )
         t_cast += np.where(in_fp8, g.instances * cast / bw, 0.0)
         if g.quantizable:
@@ -246,7 +256,7 @@ def throughput_arrays(
 
     # ---- elementwise (memory-bound) ----
     act = mem["activations_written"]  # the whole model, one micro-batch
-    t_elem = k_elem * act / bw * (1.0 + ELEMENTWISE_RECOMPUTE_SHARE * recompute)
+    t_elem = k_elem * act / bw * (1.0 + ELEMENTWISE_RECOMPUTE_SHARE * replay)
     logits = stack_column(batch.kernels, "logits_materialised") > 0
     loss_bytes = np.where(
         (spec.arch == "encoder") | ~logits,
@@ -255,11 +265,11 @@ def throughput_arrays(
     )
     t_loss = loss_bytes / bw
 
-    t_gemm = t_fwd * (1.0 + recompute) + t_bwd
+    t_gemm = t_fwd + t_regemm + t_bwd
     compute = t_gemm + t_attn + t_elem + t_loss + t_dequant + t_lora + t_cast
     launch = (
         (spec.total_layers * stack_column(batch.kernels, "ops_per_layer_forward") + adapted_ops)
-        * (LAUNCH_PASSES_PER_FORWARD + recompute)
+        * (LAUNCH_PASSES_PER_FORWARD + replay)
         * CPU_OP_OVERHEAD_S
     )
     gpu_or_host = np.maximum(compute, launch)
@@ -313,8 +323,21 @@ def throughput_arrays(
         * (1.0 + recompute / 2)
     )
     tp_comm = collective_seconds(tp_volume, tp, np.full(n, domain), intra, inter)
-    # comm overlap / async TP: the collectives run beside the GEMMs they feed
-    tp_hidden = np.where(batch.tp_overlap, np.minimum(tp_comm, TP_OVERLAP_SHARE * t_gemm / pp), 0.0)
+    # comm overlap: the collectives run beside the GEMMs they feed. Megatron's (Transformer
+    # Engine userbuffers) pipelines those of forward and backward. PyTorch's async TP is an
+    # inductor pass (torch.compile): it fuses all-gather → matmul and matmul → reduce-scatter,
+    # and the backward's reduce-scatters follow a sum of dgrads (add → reduce_scatter, which
+    # torch/_inductor/fx_passes/micro_pipeline_tp.py find_reduce_scatter_patterns does not
+    # match); its authors report forward-pass speed-ups only (~20 % forward, ~8 % end to end,
+    # Llama3 70B: "[Distributed w/ TorchTitan] Introducing Async Tensor Parallelism", 2024).
+    # So async TP hides the first forward's collectives (1 of the 2 + recompute units of
+    # tp_volume) behind the forward's GEMMs.
+    async_tp = batch.kernels == CODE["kernels"]["compile"]
+    overlappable_comm = np.where(async_tp, tp_comm / (2.0 + recompute), tp_comm)
+    overlapping_gemm = np.where(async_tp, t_fwd, t_gemm) / pp
+    tp_hidden = np.where(
+        batch.tp_overlap, np.minimum(overlappable_comm, TP_OVERLAP_SHARE * overlapping_gemm), 0.0
+    )
     tp_exposed = (tp_comm - tp_hidden) * (accum + bubble_stages)
     # pipeline: activations sent to the next stage (across nodes when stages span them)
     pp_link = np.where(batch.gpus > domain, inter, intra)
@@ -333,13 +356,34 @@ def throughput_arrays(
     pcie = gpu.pcie_gb_s * 1e9 * PCIE_EFFICIENCY
     # the node's CPU Adam rate is shared by the ranks on that node
     ranks_on_node = np.minimum(batch.gpus, gpus_per_node).astype(np.float64)
-    t_opt = np.where(
-        offload,
-        local * ranks_on_node / CPU_ADAM_PARAMS_PER_S + local * (batch.grad_bytes + 2.0) / pcie,
-        opt_bytes / bw,
+    # FSDP's CPUOffloadPolicy steps a torch optimizer on each rank's CPU shard. torchrun starts
+    # every rank with OMP_NUM_THREADS=1 (torch/distributed/run.py), so each rank's (fused)
+    # AdamW is one thread streaming its states through DRAM: the ranks run side by side, each
+    # at one core's memory bandwidth; DeepSpeedCPUAdam's rate is the node's, shared
+    from constraints.backends import BACKEND_CODE
+
+    torch_cpu_optimizer = (batch.backend == BACKEND_CODE["fsdp2"]) | (
+        batch.backend == BACKEND_CODE["fsdp1"]
     )
+    cpu_step = np.where(
+        torch_cpu_optimizer,
+        opt_bytes / (CPU_THREAD_DRAM_GB_S * 1e9),
+        local * ranks_on_node / CPU_ADAM_PARAMS_PER_S,
+    )
+    # gradients down; the 16-bit weights back up where only the optimizer is offloaded (with the
+    # parameters offloaded too, the next forward streams them up: t_param_stream)
+    upload = np.where(offload_all, 0.0, 2.0)
+    t_opt = np.where(offload, cpu_step + local * (batch.grad_bytes + upload) / pcie, opt_bytes / bw)
+    # offloaded parameters are copied up for each all-gather, forward and backward, on the
+    # all-gather's stream ahead of the unit that needs them (FSDP2 FSDPParam: to(device,
+    # non_blocking=True) from pinned memory): hidden behind the compute like the gathers
     t_param_stream = np.where(
-        offload_all, accum * 2.0 * weight_bytes / np.maximum(dp, 1) / pcie, 0.0
+        offload_all,
+        np.maximum(
+            accum * 2.0 * weight_bytes / np.maximum(dp, 1) / pcie - DP_OVERLAP * accum * stage * pp,
+            0.0,
+        ),
+        0.0,
     )
     # paged optimizer states live in unified memory: what the card has no room for is paged out
     # to the host and back over PCIe at every step
