@@ -36,7 +36,11 @@ from constraints.kernels import attention_share, stack_column
 from constraints.memory import memory_arrays
 from constraints.model_states import model_facts
 from constraints.models import ModelSpec
-from constraints.parallel_activations import op_sac_recomputed_matmuls, per_op_sac
+from constraints.parallel_activations import (
+    op_sac_recomputed_matmuls,
+    per_op_sac,
+    sequence_parallel,
+)
 from constraints.params import group_key, lora_target_groups
 from constraints.throughput_constants import (
     ATTENTION_BACKWARD_PER_FORWARD,
@@ -311,16 +315,23 @@ def throughput_arrays(
     )
     dp_exposed = np.maximum(0.0, dp_comm - hide)
     # tensor parallel: 2 all-reduces of the activations per layer forward, 2 backward (Megatron;
-    # sequence parallel's all-gather + reduce-scatter move the same bytes), inside the domain
+    # sequence parallel's all-gather + reduce-scatter move the same bytes), inside the domain.
+    # In units of the forward's collectives: forward 1, backward 1, a recomputed forward 1, and
+    # under per-op SAC with sequence parallel the all-gathers (half the forward's bytes) again:
+    # torchtitan's save list keeps reduce_scatter_tensor but not all_gather_into_tensor
+    # (parallelize_llama.py _save_list, torchtitan 2024-12 to 2025-06), so backward re-gathers
+    tp_regather = np.where(op_sac & sequence_parallel(batch), 0.5, 0.0)
+    tp_passes = 2.0 + recompute + tp_regather
     tp_volume = (
         TP_ALL_REDUCES_PER_LAYER
+        / 2.0  # per forward
         * spec.layers
         / pp
         * RING_ALL_REDUCE_FACTOR
         * T
         * spec.hidden
         * b_c
-        * (1.0 + recompute / 2)
+        * tp_passes
     )
     tp_comm = collective_seconds(tp_volume, tp, np.full(n, domain), intra, inter)
     # comm overlap: the collectives run beside the GEMMs they feed. Megatron's (Transformer
@@ -330,10 +341,10 @@ def throughput_arrays(
     # torch/_inductor/fx_passes/micro_pipeline_tp.py find_reduce_scatter_patterns does not
     # match); its authors report forward-pass speed-ups only (~20 % forward, ~8 % end to end,
     # Llama3 70B: "[Distributed w/ TorchTitan] Introducing Async Tensor Parallelism", 2024).
-    # So async TP hides the first forward's collectives (1 of the 2 + recompute units of
-    # tp_volume) behind the forward's GEMMs.
+    # So async TP hides the first forward's collectives (1 of the tp_passes units) behind the
+    # forward's GEMMs.
     async_tp = batch.kernels == CODE["kernels"]["compile"]
-    overlappable_comm = np.where(async_tp, tp_comm / (2.0 + recompute), tp_comm)
+    overlappable_comm = np.where(async_tp, tp_comm / tp_passes, tp_comm)
     overlapping_gemm = np.where(async_tp, t_fwd, t_gemm) / pp
     tp_hidden = np.where(
         batch.tp_overlap, np.minimum(overlappable_comm, TP_OVERLAP_SHARE * overlapping_gemm), 0.0

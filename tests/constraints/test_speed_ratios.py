@@ -118,3 +118,45 @@ def test_async_tp_pair_ratio() -> None:
     }
     predicted = _ratio("h100-96gb-500w", "llama-3.1-70b", base, {**base, "tp_comm_overlap": True})
     assert predicted == pytest.approx(876 / 829, rel=TOLERANCE)
+
+
+ASYNC_TP_2025 = "pytorch/torchtitan benchmarks/asyncTP_llama3_h100_2025-06_torchtitan.md"
+TP_70B: dict[str, Any] = {
+    "micro_batch": 16,
+    "seq_len": 8192,
+    "zero": 3,
+    "dp": 32,
+    "tp": 8,
+    "recipe": "amp",
+    "checkpointing": "full",
+    "kernels": "compile",
+}
+TP_8B: dict[str, Any] = {**TP_70B, "micro_batch": 12, "dp": 8, "checkpointing": "selective"}
+
+
+@pytest.mark.parametrize(
+    ("model", "base", "vanilla", "async_tp"),
+    [
+        pytest.param("llama-3.1-70b", TP_70B, 597.3, 652.4, id="70b-bf16-full-ac"),
+        pytest.param("llama-3.1-8b", TP_8B, 4378, 4809.4, id="8b-bf16-op-sac"),
+        pytest.param("llama-3.1-8b", {**TP_8B, **FP8}, 5078.1, 5570.1, id="8b-fp8-op-sac"),
+        pytest.param(
+            "llama-3.1-70b",
+            {**TP_70B, **FP8},
+            809.8,
+            942.4,
+            id="70b-fp8-full-ac",
+            marks=pytest.mark.xfail(
+                strict=True,
+                reason="known gap: predicted 1.085, measured 1.16 (the torch of 2025-06 hides more "
+                "under fp8 than the same pair measured 1.057 with the torch of 2024-12, Table 4)",
+            ),
+        ),
+    ],
+)
+def test_async_tp_pairs_2025(
+    model: str, base: dict[str, Any], vanilla: float, async_tp: float
+) -> None:
+    """FSDP + TP 8 on Grand Teton H100s, vanilla vs async TP (ASYNC_TP_2025)."""
+    predicted = _ratio("h100-96gb-500w", model, base, {**base, "tp_comm_overlap": True})
+    assert predicted == pytest.approx(async_tp / vanilla, rel=TOLERANCE)
