@@ -350,9 +350,13 @@ def throughput_arrays(
         batch.tp_overlap, np.minimum(overlappable_comm, TP_OVERLAP_SHARE * overlapping_gemm), 0.0
     )
     tp_exposed = (tp_comm - tp_hidden) * (accum + bubble_stages)
-    # pipeline: activations sent to the next stage (across nodes when stages span them)
+    # pipeline: activations sent to the next stage (across nodes when stages span them), and
+    # their gradients back. Under sequence parallel each TP rank holds and sends only its
+    # [s/tp, b, h] shard of the stage output (Megatron-Core p2p_communication sends the tensor
+    # the stage produced; SP leaves it sequence-sharded; torchtitan's PP stages likewise)
     pp_link = np.where(batch.gpus > domain, inter, intra)
-    pp_comm = np.where(pp > 1, 2.0 * T * spec.hidden * b_c * accum * vp / pp_link, 0.0)
+    pp_shard = np.where(sequence_parallel(batch), tp, 1.0)
+    pp_comm = np.where(pp > 1, 2.0 * T * spec.hidden * b_c * accum * vp / pp_shard / pp_link, 0.0)
 
     # ---- optimizer step ----
     local = p_train / tp / pp / np.where(batch.zero >= 1, dp, 1.0)
