@@ -36,6 +36,7 @@ from constraints.kernels import attention_share, stack_column
 from constraints.memory import memory_arrays
 from constraints.model_states import model_facts
 from constraints.models import ModelSpec
+from constraints.optimizer_step import optimizer_step_seconds
 from constraints.parallel_activations import (
     op_sac_recomputed_matmuls,
     per_op_sac,
@@ -47,9 +48,7 @@ from constraints.throughput_constants import (
     ATTENTION_FLOPS_PER_SCORE,
     BF16_BYTES,
     CAUSAL_SCORE_SHARE,
-    CPU_ADAM_PARAMS_PER_S,
     CPU_OP_OVERHEAD_S,
-    CPU_THREAD_DRAM_GB_S,
     DEFAULT_INTER_NODE_GB_S,
     DEQUANT_WRITE_BYTES_PER_WEIGHT,
     DP_OVERLAP,
@@ -67,7 +66,6 @@ from constraints.throughput_constants import (
     LOSS_BYTES_PER_LOGIT,
     LOSS_PASSES,
     NCCL_EFFICIENCY,
-    PCIE_EFFICIENCY,
     QUANT_READ_BYTES_PER_WEIGHT,
     RING_ALL_REDUCE_FACTOR,
     STEP_OVERHEAD_S,
@@ -358,58 +356,17 @@ def throughput_arrays(
     pp_shard = np.where(sequence_parallel(batch), tp, 1.0)
     pp_comm = np.where(pp > 1, 2.0 * T * spec.hidden * b_c * accum * vp / pp_shard / pp_link, 0.0)
 
-    # ---- optimizer step ----
-    local = p_train / tp / pp / np.where(batch.zero >= 1, dp, 1.0)
-    opt_bytes = local * (
-        2.0 * np.where(batch.is_lora, batch.adapter_bytes, batch.weight_bytes)
-        + batch.grad_bytes
-        + 2.0 * batch.state_bytes * 2.0
-        + 2.0 * batch.master_bytes
+    # ---- optimizer step (on the GPU, or CPU + PCIe when offloaded) ----
+    t_opt, t_param_stream = optimizer_step_seconds(
+        batch,
+        gpu,
+        mem,
+        local_trainable=p_train / tp / pp / np.where(batch.zero >= 1, dp, 1.0),
+        gathered_weight_bytes=weight_bytes,
+        compute_s=accum * stage * pp,
+        backward_s=t_bwd + t_attn_bwd,
+        gpus_per_node=gpus_per_node,
     )
-    offload = batch.offload != CODE["offload"]["none"]
-    offload_all = batch.offload == CODE["offload"]["all"]
-    pcie = gpu.pcie_gb_s * 1e9 * PCIE_EFFICIENCY
-    # the node's CPU Adam rate is shared by the ranks on that node
-    ranks_on_node = np.minimum(batch.gpus, gpus_per_node).astype(np.float64)
-    # FSDP's CPUOffloadPolicy steps a torch optimizer on each rank's CPU shard. torchrun starts
-    # every rank with OMP_NUM_THREADS=1 (torch/distributed/run.py), so each rank's (fused)
-    # AdamW is one thread streaming its states through DRAM: the ranks run side by side, each
-    # at one core's memory bandwidth; DeepSpeedCPUAdam's rate is the node's, shared
-    from constraints.backends import BACKEND_CODE
-
-    torch_cpu_optimizer = (batch.backend == BACKEND_CODE["fsdp2"]) | (
-        batch.backend == BACKEND_CODE["fsdp1"]
-    )
-    cpu_step = np.where(
-        torch_cpu_optimizer,
-        opt_bytes / (CPU_THREAD_DRAM_GB_S * 1e9),
-        local * ranks_on_node / CPU_ADAM_PARAMS_PER_S,
-    )
-    # gradients down; the 16-bit weights back up where only the optimizer is offloaded (with the
-    # parameters offloaded too, the next forward streams them up: t_param_stream)
-    upload = np.where(offload_all, 0.0, 2.0)
-    t_opt = np.where(offload, cpu_step + local * (batch.grad_bytes + upload) / pcie, opt_bytes / bw)
-    # offloaded parameters are copied up for each all-gather, forward and backward, on the
-    # all-gather's stream ahead of the unit that needs them (FSDP2 FSDPParam: to(device,
-    # non_blocking=True) from pinned memory): hidden behind the compute like the gathers
-    t_param_stream = np.where(
-        offload_all,
-        np.maximum(
-            accum * 2.0 * weight_bytes / np.maximum(dp, 1) / pcie - DP_OVERLAP * accum * stage * pp,
-            0.0,
-        ),
-        0.0,
-    )
-    # paged optimizer states live in unified memory: what the card has no room for is paged out
-    # to the host and back over PCIe at every step
-    # (the paged states are inside mem["total"]: what exceeds the card is what pages)
-    paged = mem["paged_optimizer"]
-    t_paging = 2.0 * np.minimum(paged, np.maximum(mem["total"] - gpu.memory_bytes, 0.0)) / pcie
-    # stepped inside backward, the page migrations overlap the backward compute
-    t_paging = np.where(
-        batch.opt_in_bwd, np.maximum(t_paging - (t_bwd + t_attn_bwd), 0.0), t_paging
-    )
-    t_opt = t_opt + t_paging
 
     step = (
         t_micro_total + dp_exposed + tp_exposed + pp_comm + t_opt + t_param_stream + STEP_OVERHEAD_S
