@@ -11,7 +11,6 @@ from constraints.gpus import GpuSpec
 from constraints.throughput_constants import (
     CPU_ADAM_PARAMS_PER_S,
     CPU_THREAD_DRAM_GB_S,
-    DP_OVERLAP,
     PCIE_EFFICIENCY,
 )
 
@@ -23,15 +22,14 @@ def optimizer_step_seconds(
     *,
     local_trainable: np.ndarray,
     gathered_weight_bytes: np.ndarray,
-    compute_s: np.ndarray,
     backward_s: np.ndarray,
     gpus_per_node: int,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """(optimizer step, exposed parameter streaming) seconds per optimizer step.
+    """(optimizer step, parameter streaming) seconds per optimizer step; the streaming is the
+    whole H2D copy time of offloaded parameters, which the caller hides with the all-gathers.
 
     ``local_trainable``: trainable parameters this rank steps; ``gathered_weight_bytes``: bytes of
-    the weights one rank's all-gathers assemble (its tp/pp share); ``compute_s``: the step's
-    compute on this stage; ``backward_s``: one micro-batch's backward."""
+    the weights one rank's all-gathers assemble (its tp/pp share); ``backward_s``: one micro-batch's backward."""
     local = local_trainable
     dp = batch.dp.astype(np.float64)
     accum = batch.grad_accum.astype(np.float64)
@@ -71,10 +69,10 @@ def optimizer_step_seconds(
         opt_bytes / (gpu.bandwidth_gb_s * 1e9),
     )
     # offloaded parameters are copied up for each all-gather, forward and backward, on the
-    # all-gather's stream ahead of the unit that needs them (FSDP2 FSDPParam: to(device,
-    # non_blocking=True) from pinned memory): hidden behind the compute like the gathers
+    # all-gather's stream just before the gather (FSDP2 FSDPParam: to(device,
+    # non_blocking=True) from pinned memory): the caller hides copy + gather behind the compute
     stream = accum * 2.0 * gathered_weight_bytes / np.maximum(dp, 1) / pcie
-    t_param_stream = np.where(offload_all, np.maximum(stream - DP_OVERLAP * compute_s, 0.0), 0.0)
+    t_param_stream = np.where(offload_all, stream, 0.0)
     # paged optimizer states live in unified memory: what the card has no room for is paged out
     # to the host and back over PCIe at every step
     # (the paged states are inside mem["total"]: what exceeds the card is what pages)

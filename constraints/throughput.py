@@ -363,13 +363,15 @@ def throughput_arrays(
         mem,
         local_trainable=p_train / tp / pp / np.where(batch.zero >= 1, dp, 1.0),
         gathered_weight_bytes=weight_bytes,
-        compute_s=accum * stage * pp,
         backward_s=t_bwd + t_attn_bwd,
         gpus_per_node=gpus_per_node,
     )
+    # the parameters' H2D copies run on the all-gather stream just before each gather: copies and
+    # gathers share the compute that hides them (the gathers' share stays dp_comm_s)
+    stream_exposed = np.maximum(0.0, dp_comm + t_param_stream - hide) - dp_exposed
 
     step = (
-        t_micro_total + dp_exposed + tp_exposed + pp_comm + t_opt + t_param_stream + STEP_OVERHEAD_S
+        t_micro_total + dp_exposed + tp_exposed + pp_comm + t_opt + stream_exposed + STEP_OVERHEAD_S
     )
     tokens_per_step = batch.micro_batch * accum * dp * s
     tokens_per_s = tokens_per_step / step
@@ -402,7 +404,7 @@ def throughput_arrays(
             "tp_comm_s": tp_exposed,
             "pp_comm_s": pp_comm,
             "optimizer_s": t_opt,
-            "offload_s": t_param_stream,
+            "offload_s": stream_exposed,
             "overhead_s": np.full(n, STEP_OVERHEAD_S),
         }
     )
