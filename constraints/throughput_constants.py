@@ -58,6 +58,11 @@ DP_OVERLAP = 0.9
 #: DeepSpeedCPUAdam update rate of one node's CPUs, parameters per second, shared by the ranks on
 #: the node (AVX512, many cores; the ZeRO-Offload paper reports ~1–2 B params/s per node).
 CPU_ADAM_PARAMS_PER_S = 1.0e9
+#: DRAM bandwidth one CPU thread streams (the optimizer step FSDP's CPU offload runs on each
+#: rank's CPU shard, one OpenMP thread per rank under torchrun): STREAM-style single-core
+#: bandwidth of server x86 parts (AMD EPYC 7002/7003, Intel Xeon SP) is ~15–25 GB/s; 20 taken.
+#: Estimate, not fitted (the one FSDP-offload row, tp-342, checks it).
+CPU_THREAD_DRAM_GB_S = 20.0
 #: Fixed cost per optimizer step (launches, zero_grad, data loader, logging), seconds.
 STEP_OVERHEAD_S = 0.01
 #: Host-side cost of one eager PyTorch op (dispatch + kernel launch), seconds. The host issues
