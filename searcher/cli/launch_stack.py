@@ -17,7 +17,8 @@ def cmd_launch(args: argparse.Namespace) -> int:
     stack = stack_of(args)  # a bad --stack is refused before anything is read or written
     check_emit_args(args)
     plan = load_plan(args.plan, pick=args.pick, model=args.model, gpus_per_node=args.gpus_per_node)
+    code = emit_launch(args)  # a refusal raises: its one line stays the only line
     line = needs_line(missing_for(plan.config, stack.packages), "this plan")
     if line:
         sys.stderr.write(f"fitplan: {stack_line(stack)}\nfitplan: {line}\n")
-    return emit_launch(args)
+    return code

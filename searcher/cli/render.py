@@ -265,15 +265,8 @@ def print_search(
         marks = getattr(result, "stack_missing", ())
         if marks:
             cols.append("needs")  # packages outside the stack (searcher/cli/stack.py)
-        left = {
-            "needs",
-            "method",
-            "recipe · optimizer",
-            "memory levers",
-            "of usable",
-            "mb×acc×dp",
-            "tp·pp",
-        }
+        left = {"method", "recipe · optimizer", "memory levers", "of usable", "mb×acc×dp", "tp·pp"}
+        left.add("needs")
         cols[2] = "recipe · optimizer"
         usable = usable_bytes(p.gpu, p.headroom)[0]
         tiers = quality_tiers(result.front)

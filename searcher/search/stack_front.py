@@ -48,8 +48,10 @@ def run_stack_search(
     outside = [m for m in full.front if missing_for(m.config, stack)]
     if not outside:  # the unrestricted front already runs with the stack
         return dataclasses.replace(full, problem=problem)
+    narrowed_seconds = 0.0
     try:
-        local = run_search(problem, strategy, progress, rank_by=rank_by).front
+        narrowed = run_search(problem, strategy, progress, rank_by=rank_by)
+        local, narrowed_seconds = narrowed.front, narrowed.seconds
     except FitplanError:  # nothing of the narrowed space is left: only marked plans
         local = []
     pool = local + outside
@@ -65,7 +67,13 @@ def run_stack_search(
         order = np.lexsort((needed[keep], -speed[keep], cost))
     members = [pool[int(i)] for i in keep[order]]
     missing = tuple(missing_for(m.config, stack) for m in members)
-    return dataclasses.replace(full, problem=problem, front=members, stack_missing=missing)
+    return dataclasses.replace(
+        full,
+        problem=problem,
+        front=members,
+        stack_missing=missing,
+        seconds=full.seconds + narrowed_seconds,  # both searches
+    )
 
 
 def _objectives(problem: SearchProblem, members: list[FrontMember]) -> np.ndarray:
