@@ -82,7 +82,8 @@ def _objectives(problem: SearchProblem, members: list[FrontMember]) -> np.ndarra
         "usd_per_mtok": np.array(
             [np.nan if m.usd_per_mtok is None else m.usd_per_mtok for m in members], dtype=float
         ),
-        "tokens_per_s": np.array([m.tokens_per_s for m in members], dtype=float),
+        # a member without a speed (a card known only by its memory) holds 0: nan, as evaluated
+        "tokens_per_s": np.array([m.tokens_per_s or np.nan for m in members], dtype=float),
     }
     needed = np.array([m.needed for m in members], dtype=float)
     fidelity = np.array([m.fidelity for m in members], dtype=float)
