@@ -221,7 +221,11 @@ class AxolotlEmitter:
                         "activation_checkpointing": s.activation_checkpointing_by_sharding,
                         "auto_wrap_policy": "TRANSFORMER_BASED_WRAP",
                         "state_dict_type": "SHARDED_STATE_DICT",
-                        "cpu_ram_efficient_loading": True,
+                        # loading only (no effect on the step's memory); axolotl 0.19 refuses it
+                        # with a 4-bit base under FSDP2 (schemas/validation.py
+                        # check_fsdp2_cpu_ram_efficient_loading_w_4bit: rank-0 quantisation
+                        # deadlocks the state-dict scatter)
+                        "cpu_ram_efficient_loading": cfg.quant not in ("nf4", "nf4-dq"),
                     },
                     f"zero {cfg.zero} (FSDP2 {'FULL_SHARD' if s.fsdp['reshard_after_forward'] else 'SHARD_GRAD_OP'}), offload {cfg.offload}",
                 )
