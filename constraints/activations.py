@@ -35,7 +35,7 @@ from constraints import constants as C
 from constraints.config import CODE, ConfigBatch
 from constraints.model_spec import ModelSpec
 from constraints.model_states import model_facts
-from constraints.parallel_activations import op_sac_elements, sequence_parallel
+from constraints.parallel_activations import op_sac_elements, per_op_sac, sequence_parallel
 from constraints.params import group_key, inventory, lora_target_groups
 from constraints.saved_layers import layer_saved, model_level_saved
 from constraints.saved_tensors import DKINDS, DKind, Saved
@@ -415,15 +415,7 @@ def activation_arrays(spec: ModelSpec, batch: ConfigBatch) -> dict[str, np.ndarr
     recompute = np.where(full_ckpt, layer + lora_extra / layers, np.where(selective, core, 0.0))
     # selective with flash / SDPA attention under FSDP2 is torchtitan's per-op policy; elsewhere
     # "selective" is Korthikanti's (drops the s² scores, which flash attention never saves)
-    from constraints.backends import BACKEND_CODE
-
-    op_sac = (
-        selective
-        & ~eager
-        & ~batch.is_lora
-        & (batch.backend == BACKEND_CODE["fsdp2"])
-        & (op_sac_elements(spec) > 0)
-    )
+    op_sac = per_op_sac(spec, batch)
     op_kept = ckpt_saved + tokens * layers * op_sac_elements(spec) * b_c / np.where(sp, batch.tp, 1)
     saved = np.where(op_sac, np.minimum(op_kept, saved), saved)
     recompute = np.where(op_sac, layer, recompute)

@@ -124,6 +124,16 @@ def apply_backend(
     # phases of constraints/memory.py add ``backward_buckets`` at "backward" and "end of backward"
     rs = unit_train * (batch.grad_bytes + reduce_bytes * (1.0 + 1.0 / dp))
     grads["backward_buckets"] = np.where(fsdp & multi, rs, 0.0)
+    # blocks other streams' pools cache (the caching allocator never lends a block to another
+    # stream; constraints/allocator.py): FSDP2 allocates each unit's all-gather buffer on the
+    # all-gather copy-in stream (_fsdp_collectives.py foreach_all_gather: all_gather_output,
+    # world × shard = the unsharded unit in the param dtype) and copies out into parameters
+    # on the compute stream; the reduce-scatter output shard on the reduce-scatter stream
+    # (foreach_reduce: reduce_output). FSDP1 all-gathers on its unshard stream the same way.
+    unit_gathered = float(facts_largest_layer) / tp * batch.compute_bytes
+    weights["other_stream_cached"] = np.where(
+        fsdp & multi & (z == 3), unit_gathered + unit_train * reduce_bytes / dp, 0.0
+    )
     # fp32 sharded parameters under a bf16 MixedPrecisionPolicy (torchtitan): the "master" is the
     # parameter itself and its gradient arrives in fp32 (reduce dtype): no upcast at the step
     opt["optimizer_step_transient"] = np.where(

@@ -81,6 +81,7 @@ _BOOL_COLUMNS = (
     "autocast",
     "opt_in_bwd",
     "tp_overlap",
+    "expandable",
 )
 _FLOAT_COLUMNS = (
     "weight_bytes",
@@ -135,6 +136,9 @@ class TrainConfig(BaseModel):
     tp_comm_overlap: bool = False
     #: virtual pipeline stages per rank (interleaved 1F1B); 1 = plain 1F1B
     virtual_stages: int = Field(default=1, ge=1, le=128)
+    # ---- the caching allocator (constraints/allocator.py): changes reserved memory, not speed
+    #: PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (torchtitan's run_train.sh sets it)
+    expandable_segments: bool = False
 
     @model_validator(mode="after")
     def _consistent(self) -> TrainConfig:
@@ -151,7 +155,8 @@ class TrainConfig(BaseModel):
             )
         if self.method == "qlora" and self.quant == "none":
             raise FitplanError(
-                "--method qlora needs a quantised base", "use --quant nf4, nf4-dq or int8"
+                "--method qlora needs a quantised base",
+                "use --quant nf4, nf4-dq, int8, gptq or awq",
             )
         if self.offload != "none" and self.zero == 0:
             raise FitplanError(
@@ -275,6 +280,7 @@ class TrainConfig(BaseModel):
             "kernels": KERNELS.index(self.kernels),
             "fp8_recipe": FP8_RECIPES.index(self.fp8_recipe),
             "tp_overlap": self.tp_comm_overlap,
+            "expandable": self.expandable_segments,
             "virtual_stages": self.virtual_stages,
         }
 
@@ -334,6 +340,7 @@ class ConfigBatch:
     kernels: np.ndarray
     fp8_recipe: np.ndarray
     tp_overlap: np.ndarray
+    expandable: np.ndarray
     virtual_stages: np.ndarray
     target_names: tuple[str, ...] = ("all-linear",)
 
@@ -385,6 +392,7 @@ class ConfigBatch:
             kernels=KERNELS[int(self.kernels[i])],  # type: ignore[arg-type]
             fp8_recipe=FP8_RECIPES[int(self.fp8_recipe[i])],  # type: ignore[arg-type]
             tp_comm_overlap=bool(self.tp_overlap[i]),
+            expandable_segments=bool(self.expandable[i]),
             virtual_stages=int(self.virtual_stages[i]),
         )
 

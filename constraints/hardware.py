@@ -30,11 +30,16 @@ RULES: dict[int, str] = {
 }
 
 
-def hardware_mask(spec: ModelSpec, batch: ConfigBatch, gpu: GpuSpec) -> np.ndarray:
-    """Bitmask of violated rules per configuration (0 = feasible)."""
+#: the rules the configuration alone breaks, whatever the card
+LAYOUT_RULES = 8 | 16 | 32 | 64 | 128 | 256
+
+
+def hardware_mask(spec: ModelSpec, batch: ConfigBatch, gpu: GpuSpec | None) -> np.ndarray:
+    """Bitmask of violated rules per configuration (0 = feasible); ``gpu=None`` checks the
+    layout rules only."""
     n = len(batch)
     mask = np.zeros(n, dtype=np.int64)
-    if not gpu.custom:
+    if gpu is not None and not gpu.custom:
         uses_bf16 = (~batch.compute_is_fp16) & (batch.compute_bytes == 2) | (
             batch.weight_bytes == 2
         ) & ~batch.compute_is_fp16
@@ -59,11 +64,11 @@ def hardware_mask(spec: ModelSpec, batch: ConfigBatch, gpu: GpuSpec) -> np.ndarr
     return mask
 
 
-def describe(mask: int, spec: ModelSpec, gpu: GpuSpec) -> list[str]:
+def describe(mask: int, spec: ModelSpec, gpu: GpuSpec | None) -> list[str]:
     return [
         text.format(
-            gpu=gpu.name,
-            cc=gpu.compute_capability,
+            gpu=gpu.name if gpu else "the GPU",
+            cc=gpu.compute_capability if gpu else "?",
             heads=spec.heads,
             kv=spec.kv_heads,
             layers=spec.layers,

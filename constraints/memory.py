@@ -23,6 +23,7 @@ import numpy as np
 
 from constraints import constants as C
 from constraints.activations import activation_arrays
+from constraints.allocator import allocator_slack
 from constraints.backend_memory import apply_backend
 from constraints.config import ConfigBatch
 from constraints.gpus import GpuSpec
@@ -86,7 +87,8 @@ PART_DOC = {
 }
 
 
-#: The parts that are allocated and freed during the step (the allocator's slack scales with them).
+#: The parts that are allocated and freed during the step (the allocator's fragmentation scales
+#: with them).
 DYNAMIC_PARTS = (
     "dequant_buffer",
     "autocast_weight_copies",
@@ -105,12 +107,15 @@ def workspace_bytes(gpu: GpuSpec, n: int) -> np.ndarray:
     return np.full(n, float(C.CUBLAS_WORKSPACE_HOPPER if sm >= 9.0 else C.CUBLAS_WORKSPACE_OLDER))
 
 
-def overhead_parts(batch: ConfigBatch, dynamic: np.ndarray | float) -> Arrays:
-    """Outside the allocated tensors: the CUDA context, NCCL buffers and the allocator's slack."""
+def overhead_parts(
+    batch: ConfigBatch, dynamic: np.ndarray | float, other_stream: np.ndarray | float = 0.0
+) -> Arrays:
+    """Outside the allocated tensors: the CUDA context, NCCL buffers and the allocator's slack
+    (constraints/allocator.py: fragmentation by segment mode, other streams' cached blocks)."""
     return {
         "cuda_context": np.full(len(batch), float(C.CUDA_CONTEXT_BYTES)),
         "nccl_buffers": np.where(batch.gpus > 1, float(C.NCCL_BUFFER_BYTES), 0.0),
-        "allocator_slack": np.asarray(C.ALLOCATOR_SLACK_FRACTION * dynamic),
+        "allocator_slack": np.asarray(allocator_slack(dynamic, batch.expandable, other_stream)),
     }
 
 
@@ -150,7 +155,7 @@ def phase_parts(
             "workspace": workspace,
         }
         dynamic = sum(parts[k] for k in DYNAMIC_PARTS)
-        parts.update(overhead_parts(batch, dynamic))
+        parts.update(overhead_parts(batch, dynamic, weights.get("other_stream_cached", zeros)))
         out.append(parts)
     return out
 

@@ -226,7 +226,8 @@ BNB_MIN_8BIT_SIZE = 4096
 
 @dataclass(frozen=True)
 class Quant:
-    """A quantised frozen base (bitsandbytes). ``bytes_per_weight`` includes the block constants.
+    """A quantised frozen base (bitsandbytes; GPTQ / AWQ checkpoints). ``bytes_per_weight``
+    includes the block constants.
 
     int8 (LLM.int8, Linear8bitLt): 1 byte + an fp32 scale per output row (SCB), no fp16 copy with
     has_fp16_weights=False. NF4 (Linear4bit): 4 bits + an fp32 absmax per 64-element block =
@@ -253,6 +254,12 @@ QUANTS: dict[str, Quant] = {
         Quant("int8", 8.0, per_row_fp32_scale=True),
         Quant("nf4", 4.0 + 32 / 64),
         Quant("nf4-dq", 4.0 + 8 / 64 + 32 / (64 * 256)),
+        # pre-quantised checkpoints, 4-bit with group size 128 (AutoGPTQ / transformers GPTQConfig
+        # and AutoAWQ defaults): an fp16 scale and a packed 4-bit zero point per 128 weights of
+        # a column (qlinear_cuda_old.py / awq gemm.py buffers: scales fp16, qzeros int32 packing
+        # 8 zeros); GPTQ's g_idx (one int32 per input row, 32/d_out bits) is left out (< 0.01 bit)
+        Quant("gptq", 4.0 + 16 / 128 + 4 / 128),
+        Quant("awq", 4.0 + 16 / 128 + 4 / 128),
     )
 }
 

@@ -29,6 +29,7 @@ import numpy as np
 
 from constraints.collectives import collective_seconds, intra_node_bandwidth, nvlink_domain_size
 from constraints.config import CODE, ConfigBatch
+from constraints.dequant import dequant_bytes_per_weight, dequant_launches
 from constraints.fp8 import fp8_column
 from constraints.gemms import model_gemms
 from constraints.gpus import GpuSpec
@@ -36,16 +37,20 @@ from constraints.kernels import attention_share, stack_column
 from constraints.memory import memory_arrays
 from constraints.model_states import model_facts
 from constraints.models import ModelSpec
+from constraints.optimizer_step import optimizer_step_seconds
+from constraints.parallel_activations import (
+    op_sac_recomputed_matmuls,
+    per_op_sac,
+    sequence_parallel,
+)
 from constraints.params import group_key, lora_target_groups
 from constraints.throughput_constants import (
     ATTENTION_BACKWARD_PER_FORWARD,
     ATTENTION_FLOPS_PER_SCORE,
     BF16_BYTES,
     CAUSAL_SCORE_SHARE,
-    CPU_ADAM_PARAMS_PER_S,
     CPU_OP_OVERHEAD_S,
     DEFAULT_INTER_NODE_GB_S,
-    DEQUANT_WRITE_BYTES_PER_WEIGHT,
     DP_OVERLAP,
     EAGER_SCORE_BYTES,
     ELEMENTWISE_RECOMPUTE_SHARE,
@@ -54,6 +59,7 @@ from constraints.throughput_constants import (
     FLOPS_PER_MAC,
     FP8_BYTES,
     LAUNCH_PASSES_PER_FORWARD,
+    LORA_DROPOUT_OPS,
     LORA_FLOPS_PER_PARAM,
     LORA_MATMUL_PASSES,
     LORA_OPS_PER_ADAPTED_LINEAR,
@@ -61,8 +67,6 @@ from constraints.throughput_constants import (
     LOSS_BYTES_PER_LOGIT,
     LOSS_PASSES,
     NCCL_EFFICIENCY,
-    PCIE_EFFICIENCY,
-    QUANT_READ_BYTES_PER_WEIGHT,
     RING_ALL_REDUCE_FACTOR,
     STEP_OVERHEAD_S,
     TP_ALL_REDUCES_PER_LAYER,
@@ -151,11 +155,15 @@ def throughput_arrays(
     s = batch.seq_len.astype(np.float64)
     b_c = batch.compute_bytes
     full_ft = ~batch.is_lora
-    is_q = batch.quant != CODE["quant"]["none"]
     is_fp8 = batch.compute_is_fp8
     ckpt_full = batch.checkpointing == CODE["checkpointing"]["full"]
     ckpt_sel = batch.checkpointing == CODE["checkpointing"]["selective"]
     recompute = np.where(ckpt_full, 1.0, 0.0)
+    # torchtitan's per-op selective checkpointing replays the block's forward in backward, with
+    # every other matmul and the attention read from its cache (constraints/parallel_activations.py)
+    op_sac = per_op_sac(spec, batch)
+    op_sac_mms = op_sac_recomputed_matmuls(spec)
+    replay = np.where(op_sac, 1.0, recompute)  # the forward's pointwise ops and launches rerun
     eager_stack = batch.kernels == CODE["kernels"]["eager"]
     k_elem = stack_column(batch.kernels, "elementwise_factor")
     if k_elementwise is not None:
@@ -171,11 +179,14 @@ def throughput_arrays(
             targeted[t] = {group_key(spec, g.name, g.block) for g in lora_target_groups(spec, name)}
     out: dict[str, np.ndarray] = {}
     t_fwd = np.zeros(n)
+    t_regemm = np.zeros(n)  # the recomputed forward's matmuls
     t_bwd = np.zeros(n)
     t_dequant = np.zeros(n)
     t_lora = np.zeros(n)
     t_cast = np.zeros(n)
     adapted_ops = np.zeros(n)  # PEFT's extra kernels per forward, all adapted linears
+    dequant_ops = np.zeros(n)  # dequantisation kernels per micro-batch step
+    mb = batch.micro_batch
     lora_ops = np.where(eager_stack, LORA_OPS_PER_ADAPTED_LINEAR, LORA_OPS_PER_ADAPTED_LINEAR_FUSED)
     rank = batch.rank.astype(np.float64)
     for g in model_gemms(spec):
@@ -189,13 +200,15 @@ def throughput_arrays(
             flops, nbytes, g_peak, bw, eta_gemm * np.where(in_fp8, fp8_gemm_share, 1.0)
         )
         passes_bwd = 1.0 + full_ft  # dgrad, and wgrad where the weight trains
-        t_group = g.instances * t_inst * (1.0 + recompute + passes_bwd)
+        g_recompute = np.where(op_sac & (g.key in op_sac_mms), 1.0, recompute)
+        t_group = g.instances * t_inst * (1.0 + g_recompute + passes_bwd)
         out[f"gemm:{g.key}_s"] = t_group
         t_fwd += g.instances * t_inst
+        t_regemm += g.instances * t_inst * g_recompute
         t_bwd += g.instances * t_inst * passes_bwd
         # fp8 scaling: forward input and weight, backward output gradient; the transposed copies
         # the weight-gradient GEMM reads (per pass, each forward repeated when recomputing)
-        act_elems = tokens * (g.d_in * (1.0 + recompute) + g.d_out) / tp
+        act_elems = tokens * (g.d_in * (1.0 + g_recompute) + g.d_out) / tp
         w_elems = (
             g.d_in
             * g.d_out
@@ -205,20 +218,14 @@ def throughput_arrays(
         cast = (
             act_elems * cast_bytes
             + tokens * (g.d_in + g.d_out) / tp * transpose_bytes * full_ft
-            + w_elems * cast_bytes * (2.0 + recompute)
+            + w_elems * cast_bytes * (2.0 + g_recompute)
         )
         t_cast += np.where(in_fp8, g.instances * cast / bw, 0.0)
         if g.quantizable:
-            # bitsandbytes dequantises the whole weight to 16-bit per pass (read 4-bit, write 16-bit)
-            deq = (
-                g.instances
-                * g.d_in
-                * g.d_out
-                * (QUANT_READ_BYTES_PER_WEIGHT + DEQUANT_WRITE_BYTES_PER_WEIGHT)
-                / tp
-                / bw
-            )
-            t_dequant += np.where(is_q, deq * (2.0 + recompute), 0.0)
+            # the quantised base's library unpacks each weight to 16-bit (constraints/dequant.py)
+            q_weights = g.instances * g.d_in * g.d_out / tp
+            t_dequant += q_weights * dequant_bytes_per_weight(batch.quant, recompute, mb) / bw
+            dequant_ops += g.instances * dequant_launches(batch.quant, recompute)
         for t, keys in targeted.items():
             if g.key not in keys:
                 continue
@@ -228,6 +235,7 @@ def throughput_arrays(
             ad = g.instances * _gemm_time(ad_flops, ad_bytes, peak16, bw, eta_gemm)
             t_lora += np.where(sel, ad * (LORA_MATMUL_PASSES + recompute), 0.0)
             adapted_ops += np.where(sel, g.instances * lora_ops, 0.0)
+            adapted_ops += np.where(sel & batch.lora_dropout, g.instances * LORA_DROPOUT_OPS, 0.0)
 
     # ---- attention (bf16 under every fp8 recipe) ----
     if spec.arch == "raw":
@@ -246,7 +254,7 @@ def throughput_arrays(
 
     # ---- elementwise (memory-bound) ----
     act = mem["activations_written"]  # the whole model, one micro-batch
-    t_elem = k_elem * act / bw * (1.0 + ELEMENTWISE_RECOMPUTE_SHARE * recompute)
+    t_elem = k_elem * act / bw * (1.0 + ELEMENTWISE_RECOMPUTE_SHARE * replay)
     logits = stack_column(batch.kernels, "logits_materialised") > 0
     loss_bytes = np.where(
         (spec.arch == "encoder") | ~logits,
@@ -255,13 +263,13 @@ def throughput_arrays(
     )
     t_loss = loss_bytes / bw
 
-    t_gemm = t_fwd * (1.0 + recompute) + t_bwd
+    t_gemm = t_fwd + t_regemm + t_bwd
     compute = t_gemm + t_attn + t_elem + t_loss + t_dequant + t_lora + t_cast
     launch = (
         (spec.total_layers * stack_column(batch.kernels, "ops_per_layer_forward") + adapted_ops)
-        * (LAUNCH_PASSES_PER_FORWARD + recompute)
-        * CPU_OP_OVERHEAD_S
-    )
+        * (LAUNCH_PASSES_PER_FORWARD + replay)
+        + dequant_ops
+    ) * CPU_OP_OVERHEAD_S
     gpu_or_host = np.maximum(compute, launch)
     stage = gpu_or_host / pp
     accum = batch.grad_accum.astype(np.float64)
@@ -301,59 +309,65 @@ def throughput_arrays(
     )
     dp_exposed = np.maximum(0.0, dp_comm - hide)
     # tensor parallel: 2 all-reduces of the activations per layer forward, 2 backward (Megatron;
-    # sequence parallel's all-gather + reduce-scatter move the same bytes), inside the domain
+    # sequence parallel's all-gather + reduce-scatter move the same bytes), inside the domain.
+    # In units of the forward's collectives: forward 1, backward 1, a recomputed forward 1, and
+    # under per-op SAC with sequence parallel the all-gathers (half the forward's bytes) again:
+    # torchtitan's save list keeps reduce_scatter_tensor but not all_gather_into_tensor
+    # (parallelize_llama.py _save_list, torchtitan 2024-12 to 2025-06), so backward re-gathers
+    tp_regather = np.where(op_sac & sequence_parallel(batch), 0.5, 0.0)
+    tp_passes = 2.0 + recompute + tp_regather
     tp_volume = (
         TP_ALL_REDUCES_PER_LAYER
+        / 2.0  # per forward
         * spec.layers
         / pp
         * RING_ALL_REDUCE_FACTOR
         * T
         * spec.hidden
         * b_c
-        * (1.0 + recompute / 2)
+        * tp_passes
     )
     tp_comm = collective_seconds(tp_volume, tp, np.full(n, domain), intra, inter)
-    # comm overlap / async TP: the collectives run beside the GEMMs they feed
-    tp_hidden = np.where(batch.tp_overlap, np.minimum(tp_comm, TP_OVERLAP_SHARE * t_gemm / pp), 0.0)
+    # comm overlap: the collectives run beside the GEMMs they feed. Megatron's (Transformer
+    # Engine userbuffers) pipelines those of forward and backward. PyTorch's async TP is an
+    # inductor pass (torch.compile): it fuses all-gather → matmul and matmul → reduce-scatter,
+    # and the backward's reduce-scatters follow a sum of dgrads (add → reduce_scatter, which
+    # torch/_inductor/fx_passes/micro_pipeline_tp.py find_reduce_scatter_patterns does not
+    # match); its authors report forward-pass speed-ups only (~20 % forward, ~8 % end to end,
+    # Llama3 70B: "[Distributed w/ TorchTitan] Introducing Async Tensor Parallelism", 2024).
+    # So async TP hides the first forward's collectives (1 of the tp_passes units) behind the
+    # forward's GEMMs.
+    async_tp = batch.kernels == CODE["kernels"]["compile"]
+    overlappable_comm = np.where(async_tp, tp_comm / tp_passes, tp_comm)
+    overlapping_gemm = np.where(async_tp, t_fwd, t_gemm) / pp
+    tp_hidden = np.where(
+        batch.tp_overlap, np.minimum(overlappable_comm, TP_OVERLAP_SHARE * overlapping_gemm), 0.0
+    )
     tp_exposed = (tp_comm - tp_hidden) * (accum + bubble_stages)
-    # pipeline: activations sent to the next stage (across nodes when stages span them)
+    # pipeline: activations sent to the next stage (across nodes when stages span them), and
+    # their gradients back. Under sequence parallel each TP rank holds and sends only its
+    # [s/tp, b, h] shard of the stage output (Megatron-Core p2p_communication sends the tensor
+    # the stage produced; SP leaves it sequence-sharded; torchtitan's PP stages likewise)
     pp_link = np.where(batch.gpus > domain, inter, intra)
-    pp_comm = np.where(pp > 1, 2.0 * T * spec.hidden * b_c * accum * vp / pp_link, 0.0)
+    pp_shard = np.where(sequence_parallel(batch), tp, 1.0)
+    pp_comm = np.where(pp > 1, 2.0 * T * spec.hidden * b_c * accum * vp / pp_shard / pp_link, 0.0)
 
-    # ---- optimizer step ----
-    local = p_train / tp / pp / np.where(batch.zero >= 1, dp, 1.0)
-    opt_bytes = local * (
-        2.0 * np.where(batch.is_lora, batch.adapter_bytes, batch.weight_bytes)
-        + batch.grad_bytes
-        + 2.0 * batch.state_bytes * 2.0
-        + 2.0 * batch.master_bytes
+    # ---- optimizer step (on the GPU, or CPU + PCIe when offloaded) ----
+    t_opt, t_param_stream = optimizer_step_seconds(
+        batch,
+        gpu,
+        mem,
+        local_trainable=p_train / tp / pp / np.where(batch.zero >= 1, dp, 1.0),
+        gathered_weight_bytes=weight_bytes,
+        backward_s=t_bwd + t_attn_bwd,
+        gpus_per_node=gpus_per_node,
     )
-    offload = batch.offload != CODE["offload"]["none"]
-    offload_all = batch.offload == CODE["offload"]["all"]
-    pcie = gpu.pcie_gb_s * 1e9 * PCIE_EFFICIENCY
-    # the node's CPU Adam rate is shared by the ranks on that node
-    ranks_on_node = np.minimum(batch.gpus, gpus_per_node).astype(np.float64)
-    t_opt = np.where(
-        offload,
-        local * ranks_on_node / CPU_ADAM_PARAMS_PER_S + local * (batch.grad_bytes + 2.0) / pcie,
-        opt_bytes / bw,
-    )
-    t_param_stream = np.where(
-        offload_all, accum * 2.0 * weight_bytes / np.maximum(dp, 1) / pcie, 0.0
-    )
-    # paged optimizer states live in unified memory: what the card has no room for is paged out
-    # to the host and back over PCIe at every step
-    # (the paged states are inside mem["total"]: what exceeds the card is what pages)
-    paged = mem["paged_optimizer"]
-    t_paging = 2.0 * np.minimum(paged, np.maximum(mem["total"] - gpu.memory_bytes, 0.0)) / pcie
-    # stepped inside backward, the page migrations overlap the backward compute
-    t_paging = np.where(
-        batch.opt_in_bwd, np.maximum(t_paging - (t_bwd + t_attn_bwd), 0.0), t_paging
-    )
-    t_opt = t_opt + t_paging
+    # the parameters' H2D copies run on the all-gather stream just before each gather: copies and
+    # gathers share the compute that hides them (the gathers' share stays dp_comm_s)
+    stream_exposed = np.maximum(0.0, dp_comm + t_param_stream - hide) - dp_exposed
 
     step = (
-        t_micro_total + dp_exposed + tp_exposed + pp_comm + t_opt + t_param_stream + STEP_OVERHEAD_S
+        t_micro_total + dp_exposed + tp_exposed + pp_comm + t_opt + stream_exposed + STEP_OVERHEAD_S
     )
     tokens_per_step = batch.micro_batch * accum * dp * s
     tokens_per_s = tokens_per_step / step
@@ -386,7 +400,7 @@ def throughput_arrays(
             "tp_comm_s": tp_exposed,
             "pp_comm_s": pp_comm,
             "optimizer_s": t_opt,
-            "offload_s": t_param_stream,
+            "offload_s": stream_exposed,
             "overhead_s": np.full(n, STEP_OVERHEAD_S),
         }
     )

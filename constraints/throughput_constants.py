@@ -58,6 +58,11 @@ DP_OVERLAP = 0.9
 #: DeepSpeedCPUAdam update rate of one node's CPUs, parameters per second, shared by the ranks on
 #: the node (AVX512, many cores; the ZeRO-Offload paper reports ~1–2 B params/s per node).
 CPU_ADAM_PARAMS_PER_S = 1.0e9
+#: DRAM bandwidth one CPU thread streams (the optimizer step FSDP's CPU offload runs on each
+#: rank's CPU shard, one OpenMP thread per rank under torchrun): STREAM-style single-core
+#: bandwidth of server x86 parts (AMD EPYC 7002/7003, Intel Xeon SP) is ~15–25 GB/s; 20 taken.
+#: Estimate, not fitted (the one FSDP-offload row, tp-342, checks it).
+CPU_THREAD_DRAM_GB_S = 20.0
 #: Fixed cost per optimizer step (launches, zero_grad, data loader, logging), seconds.
 STEP_OVERHEAD_S = 0.01
 #: Host-side cost of one eager PyTorch op (dispatch + kernel launch), seconds. The host issues
@@ -75,11 +80,8 @@ DEFAULT_INTER_NODE_GB_S = 50.0
 #: Share of a PCIe link's peak that host<->device copies reach (pinned memory, large transfers:
 #: ~25 of 32 GB/s on PCIe 4.0 x16 in NVIDIA's bandwidthTest). Estimate, not fitted.
 PCIE_EFFICIENCY = 0.8
-#: Dequantising a quantised weight for its matmul reads the packed weight (NF4 with
-#: double-quantised constants: 4.127 bits ≈ 0.52 B, rounded up for the block constants read
-#: beside it: 0.6 B) and writes it in 16-bit (2 B) (bitsandbytes dequantize_4bit). Estimate.
-QUANT_READ_BYTES_PER_WEIGHT = 0.6
-DEQUANT_WRITE_BYTES_PER_WEIGHT = 2.0
+#: Dequantisation of a quantised base (bytes per weight, passes, launches by library, read from
+#: bitsandbytes / AutoGPTQ / AutoAWQ source): constraints/dequant.py.
 #: A LoRA adapter's small matmuls run forward, input-gradient and weight-gradient: 3 passes
 #: (+1 forward when checkpointing recomputes).
 LORA_MATMUL_PASSES = 3.0
@@ -89,6 +91,10 @@ LORA_MATMUL_PASSES = 3.0
 #: fused scale-add: 3. Read from the source, not fitted.
 LORA_OPS_PER_ADAPTED_LINEAR = 6.0
 LORA_OPS_PER_ADAPTED_LINEAR_FUSED = 3.0
+#: With lora_dropout > 0 the dropout is nn.Dropout, one more kernel per adapted linear per
+#: forward (aten native_dropout writes the output and its mask in one kernel; its traffic is in
+#: the elementwise term, through the dropped copy the activation model counts). From the source.
+LORA_DROPOUT_OPS = 1.0
 #: Kernel launches per step in forward units: forward 1, backward ≈ 2 (OPS_PER_LAYER_FORWARD).
 LAUNCH_PASSES_PER_FORWARD = 3.0
 #: Memory traffic of eager attention per score element per layer, bytes: the fp32 scores written

@@ -22,6 +22,24 @@ def is_hub_id(text: str) -> bool:
     return bool(HUB_ID.match(text.strip())) and not Path(text).expanduser().exists()
 
 
+def _hub_reachable() -> bool:
+    """Whether the Hub's host name resolves: without a network, huggingface_hub retries for
+    about 25 s before it falls back to the cache; a failed lookup answers in milliseconds."""
+    import socket
+    from urllib.parse import urlparse
+
+    from huggingface_hub import constants
+
+    if constants.HF_HUB_OFFLINE:
+        return False
+    host = urlparse(constants.ENDPOINT).hostname
+    try:
+        socket.getaddrinfo(host or "huggingface.co", 443)
+    except (OSError, UnicodeError):
+        return False
+    return True
+
+
 def hub_config(repo_id: str, revision: str | None = None) -> tuple[Path, str]:
     """(local path of config.json, the commit it came from)."""
     try:
@@ -42,8 +60,15 @@ def hub_config(repo_id: str, revision: str | None = None) -> tuple[Path, str]:
         f"download it where you are online (hf download {repo_id} config.json) or pass a local "
         "path: --model path/to/config.json"
     )
+    import logging
+
+    logging.getLogger("huggingface_hub").setLevel(logging.ERROR)  # its retry lines, not ours
     try:
-        path = Path(hf_hub_download(repo_id, "config.json", revision=revision))
+        path = Path(
+            hf_hub_download(
+                repo_id, "config.json", revision=revision, local_files_only=not _hub_reachable()
+            )
+        )
     except GatedRepoError:
         raise FitplanError(
             f"--model {repo_id}: a gated repository; your token has no access",

@@ -223,6 +223,7 @@ def config_fields_from_args(
         "fp8_recipe": getattr(args, "fp8_recipe", None),
         "tp_comm_overlap": True if getattr(args, "tp_comm_overlap", False) else None,
         "virtual_stages": getattr(args, "virtual_stages", None),
+        "expandable_segments": True if getattr(args, "expandable_segments", False) else None,
     }
     if (
         fields["compute_dtype"] is None
@@ -282,7 +283,51 @@ def explain_config(args: argparse.Namespace):
     ):
         raise FitplanError("with --params, LoRA needs --trainable-params (the adapter size)")
     cfg = TrainConfig(**fields)
+    refuse_unrunnable_layout(args, spec, cfg)
     return spec, gpu, cfg, headroom, notes
+
+
+def refuse_unrunnable_layout(args: argparse.Namespace, spec, cfg) -> None:
+    """What the flags alone make impossible, whatever the card (a TP degree that does not split
+    the heads, a ZeRO stage the backend lacks, ...), and speed flags that change nothing in this
+    layout: refused before any work. What the card cannot run (bf16 before Ampere, fp8 before
+    Ada) stays part of the answer: explain says "cannot run" and exits 1."""
+    from constraints.config import ConfigBatch
+    from constraints.hardware import LAYOUT_RULES, describe, hardware_mask
+
+    mask = int(hardware_mask(spec, ConfigBatch.from_configs([cfg]), None)[0]) & LAYOUT_RULES
+    hints = {
+        8: "use --tp "
+        + ", ".join(
+            str(t)
+            for t in range(1, min(spec.heads, 64) + 1)
+            if spec.heads % t == 0 and (spec.kv_heads % t == 0 or t % spec.kv_heads == 0)
+        ),
+        16: "use --pp " + ", ".join(str(p) for p in range(1, 33) if spec.layers % p == 0),
+        32: "use --optimizer adamw with offload, or --offload none",
+        64: "drop --optimizer-in-backward on several GPUs",
+        128: "use --tp 1",
+    }
+    for bit, hint in hints.items():
+        if mask & bit:
+            raise FitplanError(describe(bit, spec, None)[0], hint)
+    if mask & 256 and getattr(args, "backend", None) is not None:
+        raise FitplanError(
+            f"{cfg.backend_problem()} (constraints/data/backends.json)",
+            "pick another --backend, or leave --backend out to take the one that runs it",
+        )
+    if getattr(args, "virtual_stages", None) not in (None, 1) and cfg.pp == 1:
+        raise FitplanError(
+            "--virtual-stages does nothing without pipeline parallelism", "add --pp 2 or more"
+        )
+    if getattr(args, "tp_comm_overlap", False) and cfg.tp == 1:
+        raise FitplanError(
+            "--tp-comm-overlap does nothing without tensor parallelism", "add --tp 2 or more"
+        )
+    if getattr(args, "fp8_recipe", None) is not None and cfg.resolved_recipe()[4] != "fp8":
+        raise FitplanError(
+            "--fp8-recipe does nothing unless the matmuls run in fp8", "add --compute-dtype fp8"
+        )
 
 
 def search_problem(args: argparse.Namespace, spec=None, gpu=None):

@@ -43,12 +43,9 @@ def parse(path: Path, text: str) -> Document:
     if suffix == ".sh":
         return Document(path, text, "shell", None)
     if suffix == ".json":
-        try:
-            return Document(path, text, "json", json.loads(text))
-        except json.JSONDecodeError as err:
-            raise FitplanError(
-                f"{path}: not valid JSON (line {err.lineno}, column {err.colno}: {err.msg})"
-            ) from None
+        from constraints.limits import strict_json
+
+        return Document(path, text, "json", strict_json(text, str(path)))
     import yaml
 
     try:
@@ -167,6 +164,12 @@ def _find(lines: list[str], path: list[str]) -> tuple[int, int] | None:
         lo, parent_indent = hit[0] + 1, hit[1]
         hi = next((i for i, ind, _k, _r in keys if i >= lo and ind <= hit[1]), len(lines))
     return hit
+
+
+def key_line(doc: Document, dotted: str) -> int | None:
+    """The 1-based line of the key at ``dotted`` in the file's text (None when not found)."""
+    hit = _find(doc.text.splitlines(), dotted.split("."))
+    return hit[0] + 1 if hit else None
 
 
 def _value_span(line: str) -> tuple[int, int]:

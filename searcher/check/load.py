@@ -20,6 +20,7 @@ from searcher.check.launchers import is_accelerate, is_plan, read_accelerate, re
 from searcher.check.reading import Edit, Reading
 from searcher.check.torchtune import is_torchtune, read_torchtune, sharding
 from searcher.check.trainer import read_trainer
+from searcher.check.values import check_values
 
 FORMATS = (
     "axolotl",
@@ -98,6 +99,8 @@ def read_configs(
 ) -> Reading:
     """One Reading for the files (and the DeepSpeed JSON they point at)."""
     docs = [read_document(p, overlay) for p in expand(paths)]
+    for doc in docs:
+        check_values(doc)
     kinds = [(detect(d), d) for d in docs]
     unknown = [str(d.path) for k, d in kinds if k is None]
     if unknown:
@@ -115,6 +118,7 @@ def read_configs(
                 return loaded[key]
             if cand.is_file() or (overlay and key in overlay):
                 loaded[key] = read_document(cand, overlay)
+                check_values(loaded[key])
                 return loaded[key]
         return None
 

@@ -85,7 +85,11 @@ def config_args(p: argparse.ArgumentParser, search: bool = False) -> None:
         "--optimizer",
         help="adamw, adamw-8bit, paged-adamw-8bit, sgd, sgd-momentum, adafactor, lion",
     )
-    g.add_argument("--quant", help="frozen base quantisation: none, int8, nf4, nf4-dq")
+    g.add_argument(
+        "--quant",
+        help="frozen base quantisation: none, int8, nf4, nf4-dq (bitsandbytes); gptq, awq "
+        "(pre-quantised 4-bit checkpoints, group 128)",
+    )
     g.add_argument("--micro-batch", type=integer(L.MICRO_BATCH))
     if not search:
         g.add_argument("--grad-accum", type=integer(L.GRAD_ACCUM))

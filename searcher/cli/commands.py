@@ -24,6 +24,10 @@ def cmd_explain(args: argparse.Namespace) -> int:
         from searcher.report.page import check_page_path
 
         check_page_path(args.report, args.force)
+    from searcher.cli.stack import needs_line, print_stack_line, stack_of
+    from searcher.search.stack import missing_for
+
+    stack = stack_of(args)  # a bad --stack is refused before any work
     if getattr(args, "exact", False):
         from searcher.cli.step import cmd_explain_exact
 
@@ -46,10 +50,17 @@ def cmd_explain(args: argparse.Namespace) -> int:
 
         path = write_page(explain_page_data(e, args.argv, headroom), args.report, force=args.force)
         sys.stderr.write(f"page written to {path}\n")
+    missing = missing_for(cfg, stack.packages)
     if args.json:
-        _dump(explanation_json(e))
+        _dump({**explanation_json(e), "needs_outside_stack": list(missing)})
     else:
+        print_stack_line(stack)
         print_explanation(e, detail=getattr(args, "detail", False))
+        line = needs_line(missing, "this configuration")
+        if line:
+            from searcher.terminal import console
+
+            console().print(f"[yellow]{line}[/]")
     return 0 if e.verdict.fits else 1
 
 
@@ -154,13 +165,19 @@ def cmd_scenario_run(args: argparse.Namespace) -> int:
     return 0 if all(r.ok for r in results) else 1
 
 
-def run_cli_search(args: argparse.Namespace):
+def run_cli_search(args: argparse.Namespace, stack: Any = None):
+    """The search of ``args``; with a ``stack`` (searcher.search.stack.Stack), plans outside
+    it are marked and the default pick is the first inside it (search/stack_front.py)."""
+    import dataclasses
+
     from searcher.inputs import search_problem
-    from searcher.search.run import run_search
+    from searcher.search.stack_front import run_stack_search
     from searcher.search.strategies import make_strategy
     from searcher.terminal import progress_reporter
 
     problem = search_problem(args)
+    if stack is not None:
+        problem = dataclasses.replace(problem, stack=stack.packages)
     strategy = make_strategy(
         args.strategy,
         trials=args.trials,
@@ -169,13 +186,14 @@ def run_cli_search(args: argparse.Namespace):
         study_name=getattr(args, "study_name", None),
     )
     with progress_reporter("searching") as progress:
-        return run_search(problem, strategy, progress, rank_by=args.rank_by)
+        return run_stack_search(problem, strategy, progress, rank_by=args.rank_by)
 
 
 def cmd_search(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from searcher.cli.render import front_csv_text, print_search
+    from searcher.cli.stack import stack_of
     from searcher.files import Output, check_outputs, write_outputs
     from searcher.inputs import check_search_args
     from searcher.search.views import result_json
@@ -186,6 +204,7 @@ def cmd_search(args: argparse.Namespace) -> int:
         sys.stderr.write("fitplan search needs a model. For example:\n" + EXAMPLES)
         return 2
     check_search_args(args)
+    stack = stack_of(args)
     if args.emit or args.out or args.pick is not None:
         from searcher.emitters.commands import check_emit_args
 
@@ -196,7 +215,9 @@ def cmd_search(args: argparse.Namespace) -> int:
         check_page_path(args.report, args.force)
     if args.csv:
         check_outputs([Output(Path(args.csv), "", flag="--csv")], args.force)
-    result = run_cli_search(args)
+    result = run_cli_search(args, stack)
+    if args.pick is None and result.front:
+        args.pick = result.default_pick()  # the first plan that runs with the stack
     outputs = (
         [Output(Path(args.csv), front_csv_text(result, args.tokens), flag="--csv")]
         if args.csv
@@ -211,6 +232,9 @@ def cmd_search(args: argparse.Namespace) -> int:
     if args.json:
         _dump(result_json(result, args.tokens))
     else:
+        from searcher.cli.stack import print_stack_line
+
+        print_stack_line(stack)
         print_search(
             result,
             args.top or 10,

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 
 from constraints import limits as L
+from searcher.cli.stack import add_stack_arg
 from searcher.emitters import format_names
 from searcher.validate import integer
 
@@ -89,4 +90,5 @@ def register(sub: argparse._SubParsersAction) -> None:
         metavar="N",
         help="GPUs per node (default: the plan's, or 8)",
     )
-    p.set_defaults(handler="searcher.emitters.commands:cmd_launch")
+    add_stack_arg(g)
+    p.set_defaults(handler="searcher.cli.launch_stack:cmd_launch")

@@ -17,6 +17,7 @@ from searcher.cli.launch import add_emit_args
 from searcher.cli.launch import register as register_launch
 from searcher.cli.serve import register as register_serve
 from searcher.cli.speed_args import add_topology_args
+from searcher.cli.stack import add_stack_arg
 from searcher.validate import integer, size
 
 EXAMPLES = """\
@@ -84,6 +85,7 @@ def build_parser() -> argparse.ArgumentParser:
     gpu_args(p)
     config_args(p)
     add_topology_args(p)
+    add_stack_arg(p)
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument(
         "--exact",
@@ -142,6 +144,7 @@ def build_parser() -> argparse.ArgumentParser:
     gpu_args(p)
     search_args(p)
     config_args(p, search=True)
+    add_stack_arg(p)
     p.add_argument(
         "--detail",
         action="store_true",

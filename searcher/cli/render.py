@@ -262,7 +262,11 @@ def print_search(
         ]
         if tokens:
             cols += ["hours", "cost"]
+        marks = getattr(result, "stack_missing", ())
+        if marks:
+            cols.append("needs")  # packages outside the stack (searcher/cli/stack.py)
         left = {"method", "recipe · optimizer", "memory levers", "of usable", "mb×acc×dp", "tp·pp"}
+        left.add("needs")
         cols[2] = "recipe · optimizer"
         usable = usable_bytes(p.gpu, p.headroom)[0]
         tiers = quality_tiers(result.front)
@@ -292,6 +296,8 @@ def print_search(
                     else (float("nan"), None)
                 )
                 row += [f"{hours:,.1f}", "—" if usd is None else f"${usd:,.0f}"]
+            if marks:
+                row.append("✗ " + ", ".join(marks[rank - 1]) if marks[rank - 1] else "")
             table.add_row(*row)
         out.print(table)
         out.print(
@@ -302,6 +308,10 @@ def print_search(
             )
             + " (the front's quality objective: full > LoRA by rank > QLoRA)[/]"
         )
+        if marks:
+            from searcher.cli.stack import print_marked
+
+            print_marked(marks, pick, out)
         if len(result.front) > top:
             out.print(
                 f"[dim]{len(result.front) - top} more on the front: --top {len(result.front)}, --json or --csv[/]"

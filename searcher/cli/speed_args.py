@@ -11,7 +11,8 @@ from searcher.validate import integer, number
 
 
 def add_speed_args(g: Any) -> None:
-    """--kernels, --fp8-recipe, --tp-comm-overlap, --virtual-stages (TrainConfig's speed knobs)."""
+    """--kernels, --fp8-recipe, --tp-comm-overlap, --virtual-stages (TrainConfig's speed knobs),
+    and --expandable-segments (the caching allocator's mode: reserved memory, not speed)."""
     g.add_argument(
         "--kernels",
         choices=["eager", "compile", "te", "liger"],
@@ -31,6 +32,12 @@ def add_speed_args(g: Any) -> None:
         "--virtual-stages",
         type=integer(L.VIRTUAL_STAGES),
         help="interleaved 1F1B: virtual pipeline stages per rank",
+    )
+    g.add_argument(
+        "--expandable-segments",
+        action="store_true",
+        help="PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (torchtitan sets it): the "
+        "allocator's fragmentation as fitted for that mode; emitted launch files set it",
     )
 
 

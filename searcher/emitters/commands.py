@@ -149,7 +149,7 @@ def _member_label(path: str, pick: int | None) -> str:
         from pathlib import Path
 
         data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         return "plan"
     if isinstance(data, dict) and isinstance(data.get("front"), list) and "config" not in data:
         return f"front member {pick or 1} of {len(data['front'])} in {path}"

@@ -42,7 +42,7 @@ def model_config(plan: Plan) -> dict[str, object] | None:
     if path.is_file():
         try:
             loaded = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
+        except (OSError, ValueError, RecursionError):
             return None
         return loaded if isinstance(loaded, dict) else None
     try:
@@ -101,3 +101,16 @@ def commented_yaml(entries: list[tuple[str, object, str | None]]) -> str:
             text = text.removesuffix("...").strip()
             out.append(f"{key}: {text}{tail}")
     return "\n".join(out) + "\n"
+
+
+#: the caching allocator's environment variable; the value for a plan with expandable segments
+ALLOC_CONF_VAR = "PYTORCH_CUDA_ALLOC_CONF"
+EXPANDABLE_CONF = "expandable_segments:True"
+
+
+def alloc_conf_export(plan: Plan) -> list[str]:
+    """The launch script's line that sets the allocator mode the plan was modelled with (a value
+    the user already exported wins); none for the default mode."""
+    if not plan.config.expandable_segments:
+        return []
+    return [f'export {ALLOC_CONF_VAR}="${{{ALLOC_CONF_VAR}:-{EXPANDABLE_CONF}}}"']

@@ -11,6 +11,7 @@ import json
 from typing import Any
 
 from searcher.emitters.base import EmittedFile
+from searcher.emitters.common import ALLOC_CONF_VAR, EXPANDABLE_CONF
 from searcher.emitters.deepspeed_json import (
     ADAM_BETAS,
     ADAM_EPS,
@@ -196,7 +197,15 @@ def render_train_py(
         '"""\n\n'
         "from __future__ import annotations\n\n"
         "import argparse\nimport json\nimport os\nimport sys\n\n"
-        "# ---- the plan: every fitplan knob and where it goes " + "-" * 40 + "\n"
+        + (
+            "# the caching allocator's mode fitplan modelled; set before torch loads (yours wins)\n"
+            f'os.environ.setdefault("{ALLOC_CONF_VAR}", "{EXPANDABLE_CONF}")\n\n'
+            if cfg.expandable_segments
+            else ""
+        )
+        + "# ---- the plan: every fitplan knob and where it goes "
+        + "-" * 40
+        + "\n"
     )
     return header + "\n".join(lines) + "\n" + BODY
 

@@ -11,6 +11,7 @@ the script from them. The formats hf, torchrun, deepspeed and accelerate all lau
 | lora_targets | LoraConfig target_modules ("all-linear", or the module names fitplan counted) |
 | adapter_dtype | the adapters cast to it (PEFT's fp32 autocast only when it is fp32) |
 | quant int8 / nf4 / nf4-dq | BitsAndBytesConfig load_in_8bit / load_in_4bit nf4, double quant |
+| quant gptq / awq | refused (a pre-quantised checkpoint carries its own quantization_config) |
 | recipe fp32 / amp / bf16-torch | load dtype fp32 / fp32 + bf16=True / bf16 + bf16=True |
 | recipe bf16-master / bf16-pure | DeepSpeed bf16 mode (fp32 master) / bf16_master_weights_and_grads |
 | compute_dtype fp16 | fp16=True (amp) or DeepSpeed fp16 (master) |
@@ -187,6 +188,15 @@ def quant_settings(plan: Plan, prec: Precision, fmt: str, sharded: bool) -> dict
     cfg = plan.config
     if cfg.quant == "none":
         return None
+    if cfg.quant in ("gptq", "awq"):
+        raise refuse(
+            fmt,
+            "quant",
+            cfg.quant,
+            "a GPTQ / AWQ base is a pre-quantised checkpoint, loaded with the quantization_config "
+            "its own config.json carries; fitplan writes BitsAndBytesConfig only",
+            "pin --quant nf4 or nf4-dq, or load the quantised checkpoint yourself",
+        )
     if cfg.quant == "int8":
         if sharded:
             raise refuse(

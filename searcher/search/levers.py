@@ -57,6 +57,7 @@ FLAG_OF_FIELD: dict[str, str] = {
     "fp8_recipe": "--fp8-recipe",
     "tp_comm_overlap": "--tp-comm-overlap",
     "virtual_stages": "--virtual-stages",
+    "expandable_segments": "--expandable-segments",
 }
 
 #: (field, value) pairs the CLI has a shorter switch for (``--fused-ce`` = ``--loss fused``).

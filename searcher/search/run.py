@@ -30,6 +30,16 @@ class SearchResult:
     rank_by: str = "cost"
     #: configurations skipped because they provably change no answer (counted in ``evaluated``)
     pruned: int = 0
+    #: per front member: the packages it needs beyond ``problem.stack`` (search/stack_front.py;
+    #: empty: every member runs with the stack)
+    stack_missing: tuple[tuple[str, ...], ...] = ()
+
+    def default_pick(self) -> int:
+        """1-based: the first member that runs with the stack (1 when none does)."""
+        for i, missing in enumerate(self.stack_missing, start=1):
+            if not missing:
+                return i
+        return 1
 
 
 def run_search(

@@ -30,6 +30,7 @@ from constraints.errors import FitplanError
 from constraints.gpus import GpuSpec
 from constraints.models import ModelSpec
 from constraints.units import GiB
+from searcher.search import stack as S
 
 DEFAULT_RANKS = (8, 16, 32, 64, 128)
 DEFAULT_RECIPES = ("bf16-master", "bf16-torch")
@@ -74,6 +75,9 @@ class SearchProblem:
     #: exactly these GPU counts (within min_gpus..max_gpus) when given, e.g. a fleet pool's
     #: whole nodes; otherwise powers of two and the full count
     gpu_counts: tuple[int, ...] = ()
+    #: optional packages installed (searcher/search/stack.py); None: every one (the library's
+    #: default; the CLI detects what is importable). Unpinned knobs keep to it.
+    stack: frozenset[str] | None = None
 
     def __post_init__(self) -> None:
         if self.max_gpus < 1:
@@ -150,7 +154,10 @@ def knob_values(problem: SearchProblem) -> dict[str, tuple[Any, ...]]:
         methods = ("full",)
     compute = pins.get("compute_dtype") or ("bf16" if gpu.supports_bf16 or gpu.custom else "fp16")
     attention = pins.get("attention") or (
-        "flash" if gpu.supports_flash_attention or gpu.custom else "sdpa"
+        "flash"
+        if (gpu.supports_flash_attention or gpu.custom)
+        and (problem.stack is None or "flash-attn" in problem.stack)
+        else "sdpa"  # torch's SDPA runs FlashAttention-2 itself on sm80+ (search/stack.py)
     )
     ckpt = ("none", "selective", "full") if attention == "eager" else ("none", "full")
     pinned_method = pins.get("method")
@@ -158,15 +165,28 @@ def knob_values(problem: SearchProblem) -> dict[str, tuple[Any, ...]]:
         methods = tuple(m for m in methods if m in pinned_method)
     elif pinned_method is not None:
         methods = (pinned_method,)
+    quants = (
+        (pins["quant"],)
+        if pins.get("quant") not in (None, "none")
+        else S.narrow(DEFAULT_QUANTS, S.QUANT_PACKAGE, problem.stack)
+    )
+    if not quants:  # no quantised base in the stack: QLoRA only where the user asked for it
+        quants = DEFAULT_QUANTS
+        if pinned_method != "qlora":
+            methods = tuple(m for m in methods if m != "qlora")
     return {
         "method": methods,
         "rank": (int(pins["lora_rank"]),) if "lora_rank" in pins else DEFAULT_RANKS,
         "lora_targets": (pins.get("lora_targets") or "all-linear",),
         "recipe": (pins["recipe"],) if "recipe" in pins else DEFAULT_RECIPES,
-        "optimizer": (pins["optimizer"],) if "optimizer" in pins else DEFAULT_OPTIMIZERS,
-        "quant": (pins["quant"],) if pins.get("quant") not in (None, "none") else DEFAULT_QUANTS,
+        "optimizer": (pins["optimizer"],)
+        if "optimizer" in pins
+        else S.narrow(DEFAULT_OPTIMIZERS, S.OPTIMIZER_PACKAGE, problem.stack),
+        "quant": quants,
         "checkpointing": (pins["checkpointing"],) if "checkpointing" in pins else ckpt,
-        "loss": (pins["loss"],) if "loss" in pins else DEFAULT_LOSSES,
+        "loss": (pins["loss"],)
+        if "loss" in pins
+        else S.narrow(DEFAULT_LOSSES, S.LOSS_PACKAGE, problem.stack),
         "compute_dtype": (compute,),
         "attention": (attention,),
         "lora_dropout": (float(pins.get("lora_dropout", 0.0)),),
@@ -192,7 +212,8 @@ def sharding_options(problem: SearchProblem, dp: int) -> list[tuple[int, str]]:
 def backend_options(problem: SearchProblem, lay: Layout, zero: int, offload: str) -> list[str]:
     """Backends that run this layout and sharding (the rest of the capability table is applied
     per configuration in :func:`grid`). Default: every backend some launch format writes."""
-    names = (str(problem.pins["backend"]),) if "backend" in problem.pins else searched_by_default()
+    pinned = "backend" in problem.pins
+    names = (str(problem.pins["backend"]),) if pinned else searched_by_default()
     out = []
     for name in names:
         b = backend_entry(name)
@@ -203,11 +224,15 @@ def backend_options(problem: SearchProblem, lay: Layout, zero: int, offload: str
         if (lay.tp > 1 and not b["tp"]) or (lay.pp > 1 and not b["pp"]):
             continue
         out.append(name)
-    return out
+    # unpinned, the stack keeps to the backends it has (a row none of them runs is dropped)
+    return out if pinned else list(S.narrow(out, S.BACKEND_PACKAGE, problem.stack))
 
 
 #: knobs that change only the step time: a search keeps them as pinned (or at their defaults)
 SPEED_PINS = ("kernels", "fp8_recipe", "tp_comm_overlap", "virtual_stages")
+#: knobs a search never varies: the speed knobs and the allocator's segment mode (it changes the
+#: reserved memory, not the training: the user's environment decides it)
+PINNED_ONLY = (*SPEED_PINS, "expandable_segments")
 
 
 def static_variants(problem: SearchProblem) -> list[dict[str, Any]]:
@@ -241,8 +266,8 @@ def static_variants(problem: SearchProblem) -> list[dict[str, Any]]:
                     "attention": v["attention"][0],
                     "loss": loss,
                     "optimizer_in_backward": oib,
-                    # speed knobs: not searched, pinned or their defaults
-                    **{k: problem.pins[k] for k in SPEED_PINS if k in problem.pins},
+                    # speed knobs and the segment mode: not searched, pinned or their defaults
+                    **{k: problem.pins[k] for k in PINNED_ONLY if k in problem.pins},
                 }
             )
     return out

@@ -8,6 +8,7 @@ from constraints.breakdown import MemoryBreakdown
 from constraints.memory import TERMS
 from constraints.speed import StepTime
 from searcher.search.levers import AdvisedExplanation
+from searcher.search.stack import config_needs
 
 if TYPE_CHECKING:  # types only: explain need not import the search
     from searcher.search.run import FrontMember, SearchResult
@@ -105,6 +106,7 @@ def member_json(
         "fidelity": m.fidelity,
         "gpu": problem.gpu.id,
         "model": problem.model.id,
+        "needs_packages": list(config_needs(m.config)),
     }
     if tokens:
         hours, usd = m.budget(tokens, problem.gpu.usd_per_gpu_hour)
@@ -124,7 +126,16 @@ def result_json(r: SearchResult, tokens: float | None = None) -> dict[str, Any]:
         "evaluated": r.evaluated,
         "pruned": r.pruned,
         "feasible": r.feasible,
-        "front": [member_json(m, r.problem, tokens) for m in r.front],
+        # the optional packages the search kept to (None: any) and, per member, what it needs
+        # beyond them (searcher/search/stack.py)
+        "stack": None if r.problem.stack is None else sorted(r.problem.stack),
+        "front": [
+            {
+                **member_json(m, r.problem, tokens),
+                "needs_outside_stack": list(r.stack_missing[i]) if r.stack_missing else [],
+            }
+            for i, m in enumerate(r.front)
+        ],
         "rejected": [
             {
                 "family": x.family,

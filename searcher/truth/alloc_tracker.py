@@ -20,9 +20,11 @@ import weakref
 from dataclasses import dataclass, field
 from typing import Any
 
+from constraints.allocator import MIN_BLOCK_BYTES, round_request, rounding_slack
+
 #: the CUDA caching allocator rounds every request up to a multiple of 512 bytes
-#: (c10/cuda/CUDACachingAllocator.cpp, kMinBlockSize = 512, round_size)
-CUDA_BLOCK_BYTES = 512
+#: (c10/cuda/CUDACachingAllocator.cpp, kMinBlockSize = 512, round_size; constraints/allocator.py)
+CUDA_BLOCK_BYTES = MIN_BLOCK_BYTES
 
 #: categories a block can carry
 CATEGORIES = (
@@ -41,9 +43,7 @@ CATEGORIES = (
 
 def cuda_rounded(nbytes: int) -> int:
     """Bytes the CUDA caching allocator hands out for a request of ``nbytes`` (0 stays 0)."""
-    if nbytes <= 0:
-        return 0
-    return -(-nbytes // CUDA_BLOCK_BYTES) * CUDA_BLOCK_BYTES
+    return round_request(nbytes)
 
 
 @dataclass(eq=False)
@@ -68,6 +68,12 @@ class Peak:
     def largest(self, n: int) -> list[Block]:
         """The ``n`` largest blocks alive at the peak."""
         return sorted(self.blocks, key=lambda b: -b.nbytes)[:n]
+
+    def rounding_slack(self, expandable: bool = False) -> int:
+        """Reserved beyond these live blocks that the allocator's rounding rules force, bytes:
+        each block of 10 MiB or more in a segment of its own rounded up to 2 MiB (none with
+        expandable segments); constraints/allocator.py."""
+        return rounding_slack([b.nbytes for b in self.blocks], expandable)
 
     def composition(self) -> dict[str, int]:
         out = dict.fromkeys(CATEGORIES, 0)

@@ -39,8 +39,8 @@ def check_supported(spec: ModelSpec, cfg: TrainConfig) -> None:
         problems.append(f"--loss {cfg.loss} (standard only)")
     if cfg.optimizer_in_backward:
         problems.append("--optimizer-in-backward")
-    if cfg.quant == "int8":
-        problems.append("--quant int8 (nf4 and nf4-dq only)")
+    if cfg.quant in ("int8", "gptq", "awq"):
+        problems.append(f"--quant {cfg.quant} (nf4 and nf4-dq only)")
     if cfg.recipe == "bf16-pure":
         problems.append("recipe bf16-pure (fp32 states on bf16 weights without a master copy)")
     if spec.arch != "decoder":

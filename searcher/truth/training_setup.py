@@ -89,6 +89,12 @@ def build(spec: Any, cfg_dict: dict[str, Any], cfg: Any, device: str) -> tuple[A
         )
     config = hf_config(cfg_dict, use_cache=False)
     quant_config = None
+    if cfg.quant in ("gptq", "awq"):
+        raise FitplanError(
+            f"cannot measure --quant {cfg.quant}: a GPTQ / AWQ base is a pre-quantised checkpoint, "
+            "and measure builds random weights",
+            "measure --quant nf4, nf4-dq or int8 (bitsandbytes quantises at load)",
+        )
     if cfg.quant != "none":
         try:
             import bitsandbytes  # noqa: F401

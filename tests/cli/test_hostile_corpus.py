@@ -48,6 +48,10 @@ def test_the_corpus_is_large_and_covers_every_command() -> None:
         "trace",
         "models",
         "gpus",
+        "check",
+        "serve",
+        "max",
+        "trace-step",
     ):
         assert command in commands, command
 

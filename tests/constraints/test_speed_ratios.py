@@ -33,6 +33,16 @@ TT_8B: dict[str, Any] = {
 # torchao's H100 / B200 tables: batch 1 × 8192, compile, FSDP2, per-op SAC, 8 GPUs
 AO_8B: dict[str, Any] = {**TT_8B, "micro_batch": 1, "kernels": "compile"}
 FP8 = {"compute_dtype": "fp8"}
+TORCHTITAN_2024 = "pytorch/torchtitan docs/performance.md (2024 revision: 64 A100 tables)"
+# Llama 2 13B on 64 A100 80GB, FSDP2, local batch 2 × 4096, eager (torchtitan 2024 tables)
+TT_13B: dict[str, Any] = {
+    "micro_batch": 2,
+    "seq_len": 4096,
+    "zero": 3,
+    "dp": 64,
+    "recipe": "amp",
+    "backend": "fsdp2",
+}
 
 PAIRS = [
     # (source, gpu, model, config A, config B, measured tokens/s A, B)
@@ -65,6 +75,9 @@ PAIRS = [
       "recipe": "amp", "checkpointing": "full", "kernels": "compile", "tp_comm_overlap": True,
       "virtual_stages": 2, **FP8},
      100, 128),
+    # per-op selective AC recomputes every other matmul (torchtitan activation_checkpoint.py)
+    (f"{TORCHTITAN_2024} Llama 2 13B: selective op AC vs none", "a100-80gb", "llama-2-13b",
+     TT_13B, {**TT_13B, "checkpointing": "selective"}, 2162, 1904),
 ]  # fmt: skip
 
 
@@ -90,13 +103,8 @@ def test_published_pair_ratio(
     assert predicted == pytest.approx(measured, rel=TOLERANCE), (source, predicted, measured)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="known gap: fitplan hides all of the TP communication behind the GEMMs with async TP "
-    "(+29 %); torchtitan measured +5.7 % (Table 4): PyTorch's async TP of 2024-12 overlapped "
-    "only part of it",
-)
 def test_async_tp_pair_ratio() -> None:
+    """PyTorch's async TP hides the forward's TP collectives only (torchtitan Table 4: +5.7 %)."""
     base = {
         "micro_batch": 16,
         "seq_len": 8192,
@@ -110,3 +118,45 @@ def test_async_tp_pair_ratio() -> None:
     }
     predicted = _ratio("h100-96gb-500w", "llama-3.1-70b", base, {**base, "tp_comm_overlap": True})
     assert predicted == pytest.approx(876 / 829, rel=TOLERANCE)
+
+
+ASYNC_TP_2025 = "pytorch/torchtitan benchmarks/asyncTP_llama3_h100_2025-06_torchtitan.md"
+TP_70B: dict[str, Any] = {
+    "micro_batch": 16,
+    "seq_len": 8192,
+    "zero": 3,
+    "dp": 32,
+    "tp": 8,
+    "recipe": "amp",
+    "checkpointing": "full",
+    "kernels": "compile",
+}
+TP_8B: dict[str, Any] = {**TP_70B, "micro_batch": 12, "dp": 8, "checkpointing": "selective"}
+
+
+@pytest.mark.parametrize(
+    ("model", "base", "vanilla", "async_tp"),
+    [
+        pytest.param("llama-3.1-70b", TP_70B, 597.3, 652.4, id="70b-bf16-full-ac"),
+        pytest.param("llama-3.1-8b", TP_8B, 4378, 4809.4, id="8b-bf16-op-sac"),
+        pytest.param("llama-3.1-8b", {**TP_8B, **FP8}, 5078.1, 5570.1, id="8b-fp8-op-sac"),
+        pytest.param(
+            "llama-3.1-70b",
+            {**TP_70B, **FP8},
+            809.8,
+            942.4,
+            id="70b-fp8-full-ac",
+            marks=pytest.mark.xfail(
+                strict=True,
+                reason="known gap: predicted 1.085, measured 1.16 (the torch of 2025-06 hides more "
+                "under fp8 than the same pair measured 1.057 with the torch of 2024-12, Table 4)",
+            ),
+        ),
+    ],
+)
+def test_async_tp_pairs_2025(
+    model: str, base: dict[str, Any], vanilla: float, async_tp: float
+) -> None:
+    """FSDP + TP 8 on Grand Teton H100s, vanilla vs async TP (ASYNC_TP_2025)."""
+    predicted = _ratio("h100-96gb-500w", model, base, {**base, "tp_comm_overlap": True})
+    assert predicted == pytest.approx(async_tp / vanilla, rel=TOLERANCE)

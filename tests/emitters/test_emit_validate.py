@@ -7,7 +7,7 @@ overrides are merged into the built-in config by torchtune's own CLI merge
 the release registers.
 
 torchtune lives in its own virtual environment (it pins torchao; .ci/run builds it as a separate
-step): /work/venvs/tt-axolotl, or the one FITPLAN_EMIT_VALIDATE names. Without it the tests skip.
+step): the one FITPLAN_EMIT_VALIDATE names (.ci/run builds it with tools/validation_venvs.sh). Without it the tests skip.
 """
 
 from __future__ import annotations
@@ -26,7 +26,8 @@ from searcher.emitters.base import EmitOptions
 from searcher.emitters.formats.torchtune import torchtune_run
 from searcher.emitters.plan import make_plan
 
-VENV = Path(os.environ.get("FITPLAN_EMIT_VALIDATE", "/work/venvs/tt-axolotl"))
+# the venv .ci/run builds (tools/validation_venvs.sh); unset: the tests skip
+VENV = Path(os.environ.get("FITPLAN_EMIT_VALIDATE", "/nonexistent/fitplan-validate-venv"))
 PYTHON = VENV / "bin" / "python"
 
 #: runs inside the torchtune venv: merge the overrides into the built-in config, then validate

@@ -7,7 +7,13 @@ from __future__ import annotations
 from typing import Any
 
 from searcher.emitters.base import Emission, EmitOptions, EmittedFile, refuse
-from searcher.emitters.common import commented_yaml, out_path, plan_file
+from searcher.emitters.common import (
+    ALLOC_CONF_VAR,
+    EXPANDABLE_CONF,
+    commented_yaml,
+    out_path,
+    plan_file,
+)
 from searcher.emitters.hf_settings import ATTENTION, hf_settings
 from searcher.emitters.knobs import SPEED_KNOBS
 from searcher.emitters.plan import Plan
@@ -215,7 +221,11 @@ class AxolotlEmitter:
                         "activation_checkpointing": s.activation_checkpointing_by_sharding,
                         "auto_wrap_policy": "TRANSFORMER_BASED_WRAP",
                         "state_dict_type": "SHARDED_STATE_DICT",
-                        "cpu_ram_efficient_loading": True,
+                        # loading only (no effect on the step's memory); axolotl 0.19 refuses it
+                        # with a 4-bit base under FSDP2 (schemas/validation.py
+                        # check_fsdp2_cpu_ram_efficient_loading_w_4bit: rank-0 quantisation
+                        # deadlocks the state-dict scatter)
+                        "cpu_ram_efficient_loading": cfg.quant not in ("nf4", "nf4-dq"),
                     },
                     f"zero {cfg.zero} (FSDP2 {'FULL_SHARD' if s.fsdp['reshard_after_forward'] else 'SHARD_GRAD_OP'}), offload {cfg.offload}",
                 )
@@ -233,6 +243,8 @@ class AxolotlEmitter:
                 f"--nproc_per_node {plan.procs_per_node} --node_rank $NODE_RANK "
                 "--rdzv_backend c10d --rdzv_endpoint $MASTER_ADDR:29500"
             )
+        if cfg.expandable_segments:
+            command = f"{ALLOC_CONF_VAR}={EXPANDABLE_CONF} {command}"
         header = (
             f"# fitplan plan, --emit axolotl: {plan.model.id}, {cfg.method}, "
             f"{cfg.micro_batch} x {cfg.grad_accum} x {cfg.dp} sequences of {cfg.seq_len} tokens\n"

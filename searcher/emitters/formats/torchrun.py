@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from searcher.emitters.base import Emission, EmitOptions, EmittedFile
-from searcher.emitters.common import model_config_file, out_path, plan_file
+from searcher.emitters.common import alloc_conf_export, model_config_file, out_path, plan_file
 from searcher.emitters.hf_script import (
     ds_json_text,
     hf_requirements_file,
@@ -52,7 +52,11 @@ class TorchrunEmitter:
             f"# fitplan plan, --emit torchrun: {plan.gpus} GPU(s) = {plan.nodes} node(s) x "
             f"{plan.procs_per_node} processes (dp {plan.config.dp}).\n"
             "# Extra arguments go to train.py, e.g. --max-steps 10.\n"
-            "set -euo pipefail\n" + env + run + "\n"
+            "set -euo pipefail\n"
+            + env
+            + "".join(f"{x}\n" for x in alloc_conf_export(plan))
+            + run
+            + "\n"
         )
         files = [
             EmittedFile("train.py", render_train_py(plan, s, fmt=self.name, launch=command), True),

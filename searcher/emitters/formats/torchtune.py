@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from searcher.emitters.base import Emission, EmitOptions, EmittedFile, refuse
-from searcher.emitters.common import out_path, plan_file, requirements_file
+from searcher.emitters.common import alloc_conf_export, out_path, plan_file, requirements_file
 from searcher.emitters.knobs import SPEED_KNOBS, refuse_speed_knobs
 from searcher.emitters.plan import Plan, adapter_dtype, lora_alpha, lora_target_modules, precision
 
@@ -415,6 +415,7 @@ class TorchtuneEmitter:
             lines.append(f"# run on each of the {plan.nodes} nodes with MASTER_ADDR=<node 0>")
         lines += [
             "set -euo pipefail",
+            *alloc_conf_export(plan),
             f'MODEL_DIR="${{MODEL_DIR:-/tmp/{repo.rstrip("/").rsplit("/", 1)[-1]}}}"',
             'OUTPUT_DIR="${OUTPUT_DIR:-/tmp/torchtune/fitplan}"',
             f"exec {launcher} {recipe} --config {config} \\",

@@ -1,0 +1,123 @@
+"""The CUDA caching allocator: what it reserves beyond the bytes a step has allocated.
+
+The rules are PyTorch's (c10/cuda/CUDACachingAllocator.cpp, read at pytorch/pytorch 001074d):
+
+- every request is rounded up to 512 bytes (``round_size``; with
+  ``roundup_power2_divisions:N`` a request is rounded up to the next of N equal steps between
+  two powers of two instead);
+- requests of at most 1 MiB are "small" and are carved from 2 MiB segments; larger ones are
+  "large": between 1 and 10 MiB they are carved from a 20 MiB segment, from 10 MiB on the
+  segment is ``cudaMalloc``'ed for the request itself, rounded up to 2 MiB
+  (``get_allocation_size``);
+- a free cached block is split for a smaller request only if the rest is at least 512 B (small
+  pool) or more than 1 MiB (large pool; ``should_split``); blocks of ``max_split_size`` or more
+  are never split;
+- "once freed, blocks can be re-allocated on the same stream, but not on any other stream": each
+  stream has its own cached blocks;
+- ``expandable_segments:True`` maps physical pages (2 MiB small pool, 20 MiB large pool) into one
+  growing virtual segment per stream and splits blocks at 512 B granularity: the slivers at the
+  ends of per-request segments disappear, freed neighbours coalesce across what would have been
+  separate ``cudaMalloc`` segments.
+
+What the rules force exactly (rounding) is computed here; what depends on the order of requests
+(fragmentation: freed blocks that later, larger requests cannot reuse) is a fitted fraction of the
+bytes the step allocates and frees (constants.ALLOCATOR_FRAGMENTATION_FRACTION, one value per
+segment mode, fitted by tools/calibrate.py with its rows in docs/calibration.md).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from constraints import constants as C
+from constraints.units import MiB
+
+# ---- the allocator's own constants (c10/cuda/CUDACachingAllocator.cpp) ----------------------
+
+#: kMinBlockSize: every request is rounded up to a multiple of 512 bytes
+MIN_BLOCK_BYTES = 512
+#: kSmallSize: the largest "small" request
+SMALL_REQUEST_MAX_BYTES = 1 * MiB
+#: kSmallBuffer: small requests are packed into 2 MiB segments
+SMALL_SEGMENT_BYTES = 2 * MiB
+#: kLargeBuffer: requests between 1 and 10 MiB are carved from 20 MiB segments
+LARGE_SEGMENT_BYTES = 20 * MiB
+#: kMinLargeAlloc: from this size on, a request gets a segment of its own
+OWN_SEGMENT_MIN_BYTES = 10 * MiB
+#: kRoundLarge: own segments are rounded up to 2 MiB
+LARGE_ROUND_BYTES = 2 * MiB
+
+
+def round_request(nbytes: int, power2_divisions: int = 0) -> int:
+    """Bytes of the block a request of ``nbytes`` asks for (``round_size``); 0 stays 0.
+
+    ``power2_divisions`` is ``roundup_power2_divisions``: 0 or 1 = off (512-byte rounding).
+    """
+    if nbytes <= 0:
+        return 0
+    if nbytes < MIN_BLOCK_BYTES:
+        return MIN_BLOCK_BYTES
+    if power2_divisions > 1 and nbytes > MIN_BLOCK_BYTES * power2_divisions:
+        if nbytes & (nbytes - 1) == 0:
+            return nbytes
+        floor = 1 << (nbytes.bit_length() - 1)
+        step = floor >> (power2_divisions.bit_length() - 1)
+        if step == 0:
+            return floor << 1
+        low = nbytes & ~(step - 1)
+        return nbytes if low == nbytes else low + step
+    return -(-nbytes // MIN_BLOCK_BYTES) * MIN_BLOCK_BYTES
+
+
+def segment_bytes(request: int) -> int:
+    """Bytes ``cudaMalloc``'ed when no cached block fits a (rounded) request
+    (``get_allocation_size``)."""
+    if request <= SMALL_REQUEST_MAX_BYTES:
+        return SMALL_SEGMENT_BYTES
+    if request < OWN_SEGMENT_MIN_BYTES:
+        return LARGE_SEGMENT_BYTES
+    return -(-request // LARGE_ROUND_BYTES) * LARGE_ROUND_BYTES
+
+
+def own_segment_waste(nbytes: int, expandable: bool = False) -> int:
+    """Reserved beyond the request of a tensor of ``nbytes`` that has a segment of its own
+    (10 MiB and more): the 2 MiB round-up, or 512 B when segments are expandable (the rest of
+    a page stays usable by the next block). Smaller requests share segments: 0 here."""
+    rounded = round_request(nbytes)
+    if rounded < OWN_SEGMENT_MIN_BYTES:
+        return 0
+    if expandable:
+        return rounded - nbytes
+    return segment_bytes(rounded) - nbytes
+
+
+def rounding_slack(sizes: list[int] | np.ndarray, expandable: bool = False) -> int:
+    """Reserved beyond the requests of live tensors of these sizes in bytes, from the rounding
+    rules alone (what the rules force whatever the order; the tracer feeds its live blocks)."""
+    return int(sum(own_segment_waste(int(n), expandable) for n in sizes))
+
+
+def fragmentation_fraction(expandable: np.ndarray) -> np.ndarray:
+    """The fitted fraction of the step's allocated-and-freed bytes held as cached blocks that
+    later requests could not reuse, per segment mode (constants.py names the rows)."""
+    return np.where(
+        expandable,
+        C.ALLOCATOR_FRAGMENTATION_FRACTION_EXPANDABLE,
+        C.ALLOCATOR_FRAGMENTATION_FRACTION,
+    )
+
+
+def allocator_slack(
+    dynamic: np.ndarray | float,
+    expandable: np.ndarray,
+    other_stream_cached: np.ndarray | float = 0.0,
+) -> np.ndarray:
+    """Reserved − allocated at one moment of the step, bytes:
+
+    fragmentation       fraction(mode) × the bytes allocated and freed during the step (it
+                         includes the segments' round-up, which needs each tensor's size:
+                         ``rounding_slack`` gives it where the sizes are known, e.g. the tracer)
+    + other streams      blocks cached by another stream's pool and not alive now (they cannot
+                         serve this stream's requests, expandable or not)
+    """
+    return fragmentation_fraction(expandable) * dynamic + other_stream_cached

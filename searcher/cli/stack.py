@@ -1,0 +1,81 @@
+"""``--stack`` on search / explain / launch: which optional packages the plan may use.
+
+Default: what is importable in this Python (found with ``importlib.util.find_spec``, nothing
+imported), said in one line. ``--stack flash-attn,bitsandbytes`` names the set for another
+machine; ``--stack all`` plans for a machine with every one, ``--stack none`` for plain torch +
+transformers. The table of packages and the knobs needing them: searcher/search/stack.py.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+from searcher.search.stack import ALL, KNOWN_PACKAGES, NONE, Stack, detect_stack, parse_stack
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+
+def add_stack_arg(p: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
+    p.add_argument(
+        "--stack",
+        metavar="PKGS",
+        help=f"optional packages the plan may use, comma-separated: {', '.join(KNOWN_PACKAGES)}; "
+        f"or {NONE} / {ALL} (default: what is importable here)",
+    )
+
+
+def stack_of(args: argparse.Namespace) -> Stack:
+    """The stack the command plans for: ``--stack`` parsed (a bad name exits 2 through the
+    FitplanError handler, before any work), else what is importable here."""
+    text = getattr(args, "stack", None)
+    return parse_stack(text) if text is not None else detect_stack()
+
+
+def stack_line(stack: Stack) -> str:
+    """One line: the optional packages planned with, and where that set came from."""
+    has = ", ".join(p for p in KNOWN_PACKAGES if p in stack.packages) or "none"
+    if stack.source == "detected":
+        return f"stack: {has} (importable here; --stack PKGS plans for another machine)"
+    return f"stack: {has} (--stack)"
+
+
+def install_hint(packages: Iterable[str]) -> str:
+    """``pip install name==version …``: the releases the launch files are written for
+    (searcher/emitters/data/versions.json) where fitplan pins one."""
+    from searcher.emitters.common import released_versions
+
+    pins = released_versions("hf")
+    return "pip install " + " ".join(f"{p}=={pins[p]}" if p in pins else p for p in packages)
+
+
+def needs_line(missing: Iterable[str], what: str) -> str | None:
+    """One line saying what ``what`` needs beyond the stack and how to install it (None: nothing)."""
+    missing = tuple(missing)
+    if not missing:
+        return None
+    return f"{what} needs {', '.join(missing)}, not in the stack: {install_hint(missing)}"
+
+
+def print_stack_line(stack: Stack, out: Console | None = None) -> None:
+    """The stack line above a search's or an explanation's screen."""
+    from searcher.terminal import console
+
+    (out or console()).print(f"[dim]{stack_line(stack)}[/]")
+
+
+def print_marked(marks: tuple[tuple[str, ...], ...], pick: int, out: Console) -> None:
+    """Under the front: what the marked members need, and whether the pick runs with the stack."""
+    needed = [p for p in KNOWN_PACKAGES if any(p in m for m in marks)]
+    out.print(
+        "[yellow]✗ needs: plans outside the stack, shown for comparison, not picked by default; "
+        f"to run them: {install_hint(needed)} (or --stack to name the target's packages)[/]"
+    )
+    if all(marks):
+        out.print("[yellow]no plan on the front runs with this stack[/]")
+    elif pick <= len(marks) and marks[pick - 1]:
+        out.print(
+            f"[yellow]front member {pick} needs {', '.join(marks[pick - 1])}, outside the stack[/]"
+        )

@@ -1,0 +1,167 @@
+"""The software stack: which optional packages a plan needs, and which are installed.
+
+A configuration is only useful where it runs. Some knob values need a package beyond torch and
+transformers (the HF Trainer family that most launch formats write): FlashAttention-2, the
+bitsandbytes optimizers and quantised bases, Liger's fused cross-entropy, DeepSpeed. The search
+narrows those knobs to what the stack has (``SearchProblem.stack``) and marks, never silently
+picks, the plans that need more (:mod:`searcher.search.stack_front`).
+
+``attention sdpa`` stands in for ``flash`` when flash-attn is missing: on sm80+ GPUs torch's
+``scaled_dot_product_attention`` dispatches to its own FlashAttention-2 kernel (PyTorch 2.2
+release notes, "FlashAttention-2 backend for SDPA"), so the memory and throughput models treat
+the two alike (constraints/activations.py: 'flash' means flash or memory-efficient SDPA).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from constraints.errors import FitplanError
+
+#: optional package (pip name) -> (import name that find_spec looks for, what needs it)
+KNOWN_PACKAGES: dict[str, tuple[str, str]] = {
+    "flash-attn": ("flash_attn", "attention flash (attn_implementation flash_attention_2)"),
+    "bitsandbytes": (
+        "bitsandbytes",
+        "optimizers adamw-8bit, paged-adamw-8bit, lion; quantised bases int8, nf4, nf4-dq",
+    ),
+    "liger-kernel": (
+        "liger_kernel",
+        "loss fused (Liger fused linear cross-entropy); kernels liger",
+    ),
+    "deepspeed": ("deepspeed", "backend deepspeed (ZeRO, CPU offload)"),
+    "torchao": ("torchao", "fp8 recipes tensorwise, rowwise, mxfp8 (torchao float8 training)"),
+    "transformer-engine": (
+        "transformer_engine",
+        "fp8 recipes te-delayed, te-current; kernels te",
+    ),
+    "megatron-core": ("megatron", "backend megatron (tensor/pipeline parallel with LoRA)"),
+}
+
+#: the words --stack takes besides package names
+ALL, NONE = "all", "none"
+
+#: optimizer -> package: bitsandbytes' AdamW8bit, PagedAdamW8bit and Lion32bit (HF Trainer
+#: optim names adamw_bnb_8bit, paged_adamw_8bit, lion_32bit: transformers' training_args.py)
+OPTIMIZER_PACKAGE = {
+    "adamw-8bit": "bitsandbytes",
+    "paged-adamw-8bit": "bitsandbytes",
+    "lion": "bitsandbytes",
+}
+#: quantised frozen base -> package (transformers' BitsAndBytesConfig)
+QUANT_PACKAGE = {"int8": "bitsandbytes", "nf4": "bitsandbytes", "nf4-dq": "bitsandbytes"}
+ATTENTION_PACKAGE = {"flash": "flash-attn"}
+LOSS_PACKAGE = {"fused": "liger-kernel"}
+BACKEND_PACKAGE = {"deepspeed": "deepspeed", "megatron": "megatron-core"}
+KERNELS_PACKAGE = {"liger": "liger-kernel", "te": "transformer-engine"}
+FP8_RECIPE_PACKAGE = {
+    "tensorwise": "torchao",
+    "rowwise": "torchao",
+    "mxfp8": "torchao",
+    "te-delayed": "transformer-engine",
+    "te-current": "transformer-engine",
+}
+
+
+@dataclass(frozen=True)
+class Stack:
+    """The optional packages a plan may use, and where that set came from."""
+
+    packages: frozenset[str]
+    #: "detected" (importable here) or "--stack" (named by the user)
+    source: str
+
+    @property
+    def missing(self) -> tuple[str, ...]:
+        return tuple(p for p in KNOWN_PACKAGES if p not in self.packages)
+
+
+def detect_stack() -> Stack:
+    """What is importable in this Python: ``importlib.util.find_spec``, which finds a package
+    without importing it (the CLI stays fast; nothing heavy loads)."""
+    found = frozenset(
+        name for name, (module, _why) in KNOWN_PACKAGES.items() if _importable(module)
+    )
+    return Stack(found, "detected")
+
+
+def _importable(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):  # a broken install: not usable
+        return False
+
+
+def parse_stack(text: str) -> Stack:
+    """``--stack flash-attn,bitsandbytes`` / ``none`` / ``all``; unknown names refused."""
+    names = [n.strip().lower() for n in text.split(",") if n.strip()]
+    if names == [ALL]:
+        return Stack(frozenset(KNOWN_PACKAGES), "--stack")
+    if names == [NONE]:
+        return Stack(frozenset(), "--stack")
+    unknown = [n for n in names if n not in KNOWN_PACKAGES]
+    if unknown or not names:
+        raise FitplanError(
+            f"--stack: unknown package {', '.join(map(repr, unknown)) or repr(text)}",
+            f"name some of {', '.join(KNOWN_PACKAGES)} (comma-separated), or none, or all",
+        )
+    return Stack(frozenset(names), "--stack")
+
+
+def config_needs(cfg: Any) -> tuple[str, ...]:
+    """The optional packages a configuration needs (a TrainConfig or anything with its knob
+    attributes), in the order of :data:`KNOWN_PACKAGES`."""
+    needs = {
+        OPTIMIZER_PACKAGE.get(cfg.optimizer),
+        QUANT_PACKAGE.get(cfg.quant),
+        ATTENTION_PACKAGE.get(cfg.attention),
+        LOSS_PACKAGE.get(cfg.loss),
+        BACKEND_PACKAGE.get(_backend(cfg)),
+        KERNELS_PACKAGE.get(getattr(cfg, "kernels", "eager")),
+    }
+    if getattr(cfg, "compute_dtype", None) == "fp8":
+        needs.add(FP8_RECIPE_PACKAGE.get(getattr(cfg, "fp8_recipe", "tensorwise")))
+    return tuple(p for p in KNOWN_PACKAGES if p in needs)
+
+
+def _backend(cfg: Any) -> str:
+    """The configuration's backend, or the one it runs under when written without one."""
+    from constraints.backends import infer_backend
+
+    if getattr(cfg, "backend", None):
+        return str(cfg.backend)
+    return infer_backend(
+        gpus=cfg.tp * cfg.pp * cfg.dp,
+        zero=cfg.zero,
+        offload=cfg.offload,
+        tp=cfg.tp,
+        pp=cfg.pp,
+        recipe=cfg.recipe,
+        method=cfg.method,
+    )
+
+
+def missing_for(cfg: Any, stack: frozenset[str] | None) -> tuple[str, ...]:
+    """What ``cfg`` needs beyond ``stack`` (nothing when the stack is unrestricted)."""
+    if stack is None:
+        return ()
+    return tuple(p for p in config_needs(cfg) if p not in stack)
+
+
+def narrow(
+    values: Iterable[Any], table: dict[str, str], stack: frozenset[str] | None
+) -> tuple[Any, ...]:
+    """The values whose package the stack has (all of them when the stack is unrestricted).
+
+    Strict: a value outside the stack is dropped even when none is left (the caller then drops
+    what needs the knob, or the search of the narrowed space finds nothing). Only pins keep
+    values outside the stack, and a pin is shared by every configuration of the space, so the
+    narrowed space is all inside the stack or all outside it (search/stack_front.py relies on
+    that: the front of the narrowed space is then its 4-objective front)."""
+    values = tuple(values)
+    if stack is None:
+        return values
+    return tuple(v for v in values if table.get(v) is None or table[v] in stack)
