@@ -1,7 +1,7 @@
 """The speed work leaves the answers alone.
 
 - The search's answers on the small cases of benchmarks/compare_fronts.py equal the golden file
-  written from the tree named in it (the commit before the cold-start and cluster-scale work),
+  written from the tree named in it (main before the cold-start and cluster-scale work merged),
   by that tree's own code: the front in its order (configurations exactly, figures to 1e-9),
   the rejection reasons and the counts. A physics change on purpose regenerates it from the tree
   before that change: ``python benchmarks/compare_fronts.py --write-golden TREE``.
