@@ -396,9 +396,22 @@ def activation_arrays(spec: ModelSpec, batch: ConfigBatch) -> dict[str, np.ndarr
                 coef.lora_copy_elems * (copy_elem[sel] + batch.lora_dropout[sel]) * has_copies
             )
             lora_extra[sel] = tokens[sel] * (rank_bytes + copy_bytes)
-    layers = float(model_facts(spec).layers)
+    facts = model_facts(spec)
+    layers = float(facts.layers)
     saved = saved + lora_extra
     uncheckpointed = saved  # what the forward writes, whatever is kept (elementwise traffic)
+    # AutoGPTQ's training path (qlinear_cuda_old.QuantLinear.forward: ``weight = scales *
+    # (weight - zeros)`` in torch ops, then ``torch.matmul(x.half(), weight)``): the matmul's
+    # autograd saves the fp16 weight for the input's gradient, so every forward keeps each
+    # quantised linear's 16-bit weight until its backward (bitsandbytes and AWQ dequantise again
+    # in backward and save only the packed weight)
+    gptq_weights = np.where(
+        batch.quant == CODE["quant"]["gptq"],
+        facts.quantizable * C.FP16_BYTES / batch.tp.astype(np.float64),
+        0.0,
+    )
+    saved = saved + gptq_weights
+    layer = layer + gptq_weights / max(layers, 1.0)
     blocks = inventory(spec).blocks or {"dense": int(layers)}
     # every checkpointed layer keeps its input; T5's position bias is one tensor per stack that
     # all its layers share (HF T5Stack: "the first layer stores them"; traced with reentrant

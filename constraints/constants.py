@@ -87,6 +87,8 @@ FUSED_CE_CHUNK_FP32_PER_HIDDEN = 1.0
 #: An fp32 element: master weights, fp32 optimizer states, per-row quantisation scales,
 #: the fp32 gradient partition of the optimizer step, bitsandbytes' per-block absmax.
 FP32_BYTES = 4.0
+#: An fp16 element: the weight AutoGPTQ dequantises and its matmul saves (constraints/activations.py).
+FP16_BYTES = 2.0
 
 #: bitsandbytes dequantises one quantised weight at a time into the 16-bit compute dtype for its
 #: matmul (bnb.functional.dequantize_4bit / int8 matmul): 2 bytes per weight of the largest linear.

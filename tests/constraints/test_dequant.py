@@ -73,3 +73,25 @@ def test_a_gptq_base_steps_slower_than_a_bitsandbytes_one() -> None:
     gptq = speed_of(spec, TrainConfig(**base, quant="gptq"), gpu)
     assert gptq.parts["dequant_s"] > 3.0 * bnb.parts["dequant_s"]
     assert gptq.step_time_s > bnb.step_time_s
+
+
+def test_gptq_keeps_every_dequantised_weight_saved_without_checkpointing() -> None:
+    """AutoGPTQ's ``torch.matmul(x.half(), weight)`` saves the fp16 weight for the input's
+    gradient (qlinear_cuda_old.QuantLinear.forward), bitsandbytes' MatMul4Bit saves only the
+    packed one: without checkpointing a GPTQ base holds one 16-bit copy of every quantised
+    linear. Llama-3.1-8B by hand (config.json): 32 layers × (2·4096² + 2·4096·1024 + 3·4096·14336)
+    = 6,979,321,856 weights, × 2 B."""
+    from constraints.activations import activation_arrays
+    from constraints.config import ConfigBatch
+
+    spec = catalog_model("llama-3.1-8b")
+    saved = {}
+    for quant in ("nf4", "gptq"):
+        for ckpt in ("none", "full"):
+            cfg = TrainConfig(method="qlora", quant=quant, checkpointing=ckpt, seq_len=2048)
+            saved[quant, ckpt] = activation_arrays(spec, ConfigBatch.from_configs([cfg]))["saved"][
+                0
+            ]
+    by_hand = 32 * (2 * 4096**2 + 2 * 4096 * 1024 + 3 * 4096 * 14336) * 2
+    assert saved["gptq", "none"] - saved["nf4", "none"] == pytest.approx(by_hand, rel=1e-6)
+    assert saved["gptq", "full"] == pytest.approx(saved["nf4", "full"], rel=1e-6)
