@@ -156,6 +156,7 @@ def apply_backend(
     )
     weights["gathered_weights"] = np.where(mp & (z == 3), working_bf16, weights["gathered_weights"])
     weights["autocast_weight_copies"] = np.where(mp, 0.0, weights["autocast_weight_copies"])
+    weights["autocast_layer_copies"] = np.where(mp, 0.0, weights["autocast_layer_copies"])
     grads["grad_buckets"] = np.where(fsdp & multi, 0.0, grads["grad_buckets"])
 
     # ---- Megatron: megatron/core/distributed/param_and_grad_buffer.py keeps every gradient in

@@ -225,12 +225,20 @@ class TrainConfig(BaseModel):
         weight = (self.weight_dtype or r.weight).lower()
         return weight, r.grad, r.master, r.state_dtype, r.compute, r.autocast
 
+    def trainable_dtype(self) -> str:
+        """The dtype of the trained parameters: the weights', or the adapters' under LoRA (the
+        override, else the weights', else the compute dtype when the weights are quantised)."""
+        weight, _grad, _master, _state, compute, _autocast = self.resolved_recipe()
+        if not self.is_lora:
+            return weight
+        if self.adapter_dtype is None and weight not in FLOAT_DTYPES:
+            return "bf16" if compute in ("bf16", "fp8") else compute
+        return (self.adapter_dtype or weight).lower()
+
     def columns(self) -> dict[str, float]:
         """This configuration as one row of ConfigBatch columns (dtypes resolved to bytes)."""
         weight, grad, master, state, compute, autocast = self.resolved_recipe()
-        trainable_dtype = (self.adapter_dtype or weight).lower() if self.is_lora else weight
-        if self.is_lora and self.adapter_dtype is None and weight not in FLOAT_DTYPES:
-            trainable_dtype = "bf16" if compute in ("bf16", "fp8") else compute
+        trainable_dtype = self.trainable_dtype()
         wb = DTYPE_BYTES[weight]
         tb = DTYPE_BYTES[trainable_dtype]
         # gradients take the trainable parameter's dtype (torch allocates grads like the param)

@@ -111,6 +111,8 @@ STEPS = Bound(1, 100_000, "optimizer steps")
 CANDIDATES = Bound(1, 100_000, "candidates")
 SEED = Bound(0, 2**32 - 1, "(a sampler seed)")
 ROWS = Bound(1, 1_000_000, "rows")
+#: front members ``search --verify`` traces: each trace takes seconds to a minute on a CPU
+VERIFY_MEMBERS = Bound(1, 100, "front members", "each trace takes seconds to a minute")
 VIRTUAL_STAGES = Bound(1, 128, "virtual pipeline stages per rank")
 LINK_GB_S = Bound(0.001, 100_000, "GB/s", "NVLink 5 is 900 GB/s per GPU")
 KV_BLOCK = Bound(1, 1_048_576, "tokens", "serving engines use blocks of 16 to 256 tokens")

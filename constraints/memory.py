@@ -140,7 +140,10 @@ def phase_parts(
             "adapter_weights": weights["adapter_weights"],
             "gathered_weights": weights["gathered_weights"],
             "dequant_buffer": weights["dequant_buffer"] if phase < 3 else zeros,
-            "autocast_weight_copies": weights["autocast_weight_copies"] if before_end else zeros,
+            "autocast_weight_copies": weights["autocast_weight_copies"]
+            + (weights["autocast_layer_copies"] if phase == 1 else zeros)
+            if before_end
+            else zeros,
             "gradient_tensors": grads_held if before_end else grads["gradient_tensors"],
             "grad_buckets": grads["grad_buckets"]
             + (grads.get("backward_buckets", zeros) if phase in (1, 2) else zeros),

@@ -202,11 +202,7 @@ def weight_parts(
     working = (C.FSDP_LIVE_LAYERS * f.largest_layer + f.non_layer) * avg_w / tp
     gathered = np.where(offload_all, working, np.where(shard_w, working * (1 - 1 / dp), 0.0))
     dequant = np.where(is_q, f.largest_linear * C.DEQUANT_BYTES_PER_WEIGHT / tp, 0.0)
-    autocast_copies = np.where(
-        batch.autocast & (b_w >= 4),
-        C.AUTOCAST_COPY_BYTES_PER_WEIGHT * (f.quantizable + f.head_matmul_params) * frac,
-        0.0,
-    )
+    autocast_copies, layer_copies = _autocast_copies(spec, batch, frac)
     # host RAM under full offload: every weight, sharded like the GPU copy would be
     host = np.where(
         offload_all,
@@ -221,8 +217,37 @@ def weight_parts(
         "gathered_weights": gathered,
         "dequant_buffer": dequant,
         "autocast_weight_copies": autocast_copies,
+        "autocast_layer_copies": layer_copies,
         "host": host,
     }
+
+
+def _autocast_copies(
+    spec: ModelSpec, batch: ConfigBatch, frac: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """16-bit casts of fp32 matmul weights under torch.autocast, bytes: (held from the forward to
+    the loss backward, held while one recomputed layer runs its backward).
+
+    ATen's ``cached_cast`` caches a cast only for a leaf that requires grad (aten/src/ATen/
+    autocast_mode.cpp: ``arg.requires_grad() && arg.is_leaf() && !arg.is_view()``): trainable
+    fp32 weights (full fine-tune) keep one copy each in the cache. LoRA's frozen base weights are
+    cast afresh per matmul and the copy lives only as the matmul's saved weight (for the input
+    gradient): every layer's copies without checkpointing (or with selective, which keeps the
+    matmuls), under full checkpointing only the head's (outside the checkpointed layers) and the
+    recomputed layer's (traced, OPT-1.3B LoRA r=64 amp fp16, full checkpointing: no cached copies
+    among the parameters; without checkpointing they are in the saved activations)."""
+    f = model_facts(spec)
+    per_weight = C.AUTOCAST_COPY_BYTES_PER_WEIGHT
+    fp32_cast = batch.autocast & (batch.weight_bytes >= 4)
+    full_ckpt = batch.checkpointing == CODE["checkpointing"]["full"]
+    all_matmuls = float(f.quantizable + f.head_matmul_params)
+    frozen_held = np.where(full_ckpt, float(f.head_matmul_params), all_matmuls)
+    held = np.where(batch.is_lora, frozen_held, all_matmuls)
+    one_layer = np.where(batch.is_lora & full_ckpt, f.quantizable / max(f.layers, 1), 0.0)
+    return (
+        np.where(fp32_cast, per_weight * held * frac, 0.0),
+        np.where(fp32_cast, per_weight * one_layer * frac, 0.0),
+    )
 
 
 def gradient_parts(

@@ -205,6 +205,10 @@ def cmd_search(args: argparse.Namespace) -> int:
         return 2
     check_search_args(args)
     stack = stack_of(args)
+    if args.verify is not None:
+        from searcher.cli.verify import check_verify_args
+
+        check_verify_args(args)
     if args.emit or args.out or args.pick is not None:
         from searcher.emitters.commands import check_emit_args
 
@@ -229,8 +233,18 @@ def cmd_search(args: argparse.Namespace) -> int:
 
         page = page_html(search_page_data(result, args.argv))
         outputs.append(Output(Path(args.report), page, flag="--report"))
+    verified = None
+    if args.verify is not None:
+        from searcher.cli.verify import verify_front
+
+        verified = verify_front(args, result)
     if args.json:
-        _dump(result_json(result, args.tokens))
+        out = result_json(result, args.tokens)
+        if verified is not None:
+            from searcher.cli.verify import verified_json
+
+            out["verified"] = verified_json(verified)
+        _dump(out)
     else:
         from searcher.cli.stack import print_stack_line
 
@@ -242,6 +256,10 @@ def cmd_search(args: argparse.Namespace) -> int:
             pick=args.pick or 1,
             detail=getattr(args, "detail", False),
         )
+        if verified is not None:
+            from searcher.cli.verify import print_verified
+
+            print_verified(verified)
     if args.emit:
         from searcher.emitters.commands import emit_from_search
 

@@ -150,6 +150,14 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="the chosen member's full breakdown: bytes, GB and GiB (default: GiB)",
     )
+    p.add_argument(
+        "--verify",
+        type=integer(L.VERIFY_MEMBERS),
+        default=None,
+        metavar="K",
+        help="trace the top K members of the front on fake tensors (two training steps) and show "
+        "the traced peak allocated beside the analytic one (needs the measure extra)",
+    )
     add_emit_args(p)
     _report_args(p, force=False)  # --force comes with the emit options
     p.set_defaults(handler="searcher.cli.commands:cmd_search")
