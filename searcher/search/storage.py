@@ -70,12 +70,6 @@ def check_storage_url(url: str) -> str:
             f"--storage {masked(url)}: unknown database scheme {excerpt(scheme or text[:20])}",
             _EXAMPLE,
         )
-    module = DRIVERS[scheme]
-    if importlib.util.find_spec(module) is None:
-        raise FitplanError(
-            f"--storage {masked(url)} needs the {module} driver",
-            "pip install 'fitplan[study]'" if module == "psycopg" else f"pip install {module}",
-        )
     if scheme == "sqlite":
         path = text[len("sqlite:///") :] if text.startswith("sqlite:///") else ""
         if not path or path == ":memory:":
@@ -96,6 +90,12 @@ def check_storage_url(url: str) -> str:
             raise FitplanError(f"--storage {masked(url)}: {err}", _EXAMPLE) from None
         if not parts.hostname:
             raise FitplanError(f"--storage {masked(url)} names no host", _EXAMPLE)
+    module = DRIVERS[scheme]
+    if importlib.util.find_spec(module) is None:
+        raise FitplanError(
+            f"--storage {masked(url)} needs the {module} driver",
+            "pip install 'fitplan[study]'" if module == "psycopg" else f"pip install {module}",
+        )
     return text
 
 
@@ -115,6 +115,8 @@ def fingerprint(problem: Any) -> str:
         "gpus_per_node": problem.gpus_per_node,
         "pins": {k: str(v) for k, v in sorted(problem.pins.items())},
     }
+    if getattr(problem, "stack", None) is not None:  # the space narrowed to the installed stack
+        data["stack"] = sorted(problem.stack)
     text = json.dumps(data, sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 

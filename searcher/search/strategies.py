@@ -106,9 +106,14 @@ class OptunaStrategy:
             else _batch_nsga2(optuna)(population_size=self.population, seed=self.seed)
         )
         key = fingerprint(problem)
+        name = self.study_name or f"fitplan-{key}"
+        if self.study_name and problem.stack is not None:
+            # the in-stack search has other choices per knob: a study of its own (optuna refuses
+            # a parameter whose choices change within one study)
+            name = f"{self.study_name}-stack-{key[:8]}"
         study = open_study(
             self.storage,
-            self.study_name or f"fitplan-{key}",
+            name,
             problem_key=key,
             directions=["minimize", "minimize", "minimize"],
             sampler=sampler,

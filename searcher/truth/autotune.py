@@ -135,20 +135,8 @@ def _is_oom(err: BaseException) -> bool:
 
 
 def autotune(args: argparse.Namespace) -> AutotuneResult:
-    from searcher.truth.hf_build import config_of, quiet_transformers, require_torch
-
-    require_torch()
-    quiet_transformers()
-    import warnings
-
-    import optuna
-
-    warnings.filterwarnings("ignore", category=FutureWarning)
-    from constraints.breakdown import breakdown_of
-    from constraints.config import ConfigBatch
-    from constraints.throughput import throughput_arrays
     from searcher.inputs import PRICE_ONLY_IN_SEARCH, check_layout_args, refuse_unused
-    from searcher.truth.training_setup import detected_gpu, pick_device
+    from searcher.truth.hf_build import config_of, quiet_transformers, require_torch
 
     refuse_unused(
         args,
@@ -166,6 +154,18 @@ def autotune(args: argparse.Namespace) -> AutotuneResult:
         raise FitplanError(f"--trials must be at least 1, got {args.trials}")
     if args.steps < 1:
         raise FitplanError(f"--steps must be at least 1, got {args.steps}")
+    require_torch()  # after what the arguments alone refuse
+    quiet_transformers()
+    import warnings
+
+    import optuna
+
+    warnings.filterwarnings("ignore", category=FutureWarning)
+    from constraints.breakdown import breakdown_of
+    from constraints.config import ConfigBatch
+    from constraints.throughput import throughput_arrays
+    from searcher.truth.training_setup import detected_gpu, pick_device
+
     device = pick_device(args.device)
     if args.gpu is None:
         args.gpu = detected_gpu() if device == "cuda" else "a100-80gb"

@@ -137,18 +137,20 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
     """Measure the configuration the arguments describe; returns the result record."""
     from searcher.truth.hf_build import config_of, require_torch
 
+    if args.steps < 1:
+        raise FitplanError(f"--steps must be at least 1, got {args.steps}")
+    from searcher.inputs import explain_config
+
+    # everything the arguments alone can refuse, before torch is needed (the GPU only names the
+    # card the prediction is for: any will do to check the rest)
+    explain_config(argparse.Namespace(**{**vars(args), "gpu": args.gpu or "a100-80gb"}))
     require_torch()
     import torch
     import transformers
-
-    if args.steps < 1:
-        raise FitplanError(f"--steps must be at least 1, got {args.steps}")
     device = pick_device(args.device)
     cfg_dict, _spec = config_of(args.model)
     if args.gpu is None:
         args.gpu = detected_gpu() if device == "cuda" else "a100-80gb"
-    from searcher.inputs import explain_config
-
     spec, gpu, cfg, headroom, notes = explain_config(args)
     check_supported(cfg, args.gpus or 1)
     torch.manual_seed(0)

@@ -36,6 +36,10 @@ SEARCH = [
     "--strategy",
     "optuna",
     "--json",
+    # one study: with a partial stack a search also runs its in-stack space, in a study of its
+    # own (test_a_partial_stack_keeps_its_own_study)
+    "--stack",
+    "all",
 ]
 TIMEOUT_S = 600
 
@@ -171,6 +175,8 @@ def _closed_port() -> int:
 
 
 def test_server_down_or_wrong_url_is_one_line(tmp_path: Path) -> None:
+    if os.environ.get("FITPLAN_PG_REQUIRED") != "1":
+        pytest.importorskip("psycopg")  # without the study extra the driver is what is missing
     port = _closed_port()
     down = f"postgresql://nobody:secret@127.0.0.1:{port}/fitplan"
     line = _one_line_refusal(*SEARCH, "--trials", "4", "--storage", down)
@@ -244,3 +250,19 @@ def test_two_autotune_workers_share_one_sqlite_study(tmp_path: Path) -> None:
 @pytest.mark.heavy
 def test_two_autotune_workers_share_one_postgresql_study() -> None:
     _shared_autotune(_pg_url())
+
+
+def test_a_partial_stack_keeps_its_own_study(tmp_path: Path, capsys) -> None:
+    """The in-stack search offers other choices per knob (sdpa for flash, no 8-bit optimizers):
+    in the named study optuna would refuse them ("dynamic value space"); it gets a study of its
+    own beside the named one."""
+    import optuna
+
+    from searcher.cli import main
+
+    url = f"sqlite:///{tmp_path / 'study.db'}"
+    argv = [a for a in SEARCH if a not in ("--stack", "all")]
+    argv += ["--stack", "none", "--trials", "64", "--storage", url, "--study-name", "s"]
+    assert main(argv) == 0, capsys.readouterr().err
+    names = {s.study_name for s in optuna.get_all_study_summaries(storage=url)}
+    assert "s" in names and any(n.startswith("s-stack-") for n in names), names
