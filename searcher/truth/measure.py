@@ -147,6 +147,7 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
     require_torch()
     import torch
     import transformers
+
     device = pick_device(args.device)
     cfg_dict, _spec = config_of(args.model)
     if args.gpu is None:
