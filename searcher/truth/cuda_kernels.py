@@ -111,23 +111,3 @@ def cuda_attention() -> Iterator[None]:
         yield
     finally:
         setattr(F, "scaled_dot_product_attention", original)  # noqa: B010
-
-
-@contextmanager
-def cuda_dropout() -> Iterator[None]:
-    """Dropout through ``torch.native_dropout`` (a bool mask), as the fused CUDA kernel runs it."""
-    import torch
-    import torch.nn.functional as F
-
-    original = F.dropout
-
-    def dropout(x: Any, p: float = 0.5, training: bool = True, inplace: bool = False) -> Any:
-        if not training or p == 0.0:
-            return x
-        return torch.native_dropout(x, p, True)[0]
-
-    setattr(F, "dropout", dropout)  # noqa: B010
-    try:
-        yield
-    finally:
-        setattr(F, "dropout", original)  # noqa: B010

@@ -189,7 +189,8 @@ def _run(
     from torch._subclasses.fake_tensor import FakeTensorMode
 
     from searcher.truth.alloc_tracker import make_tracker
-    from searcher.truth.cuda_kernels import cuda_attention, cuda_dropout
+    from searcher.truth.cuda_emulation import cuda_dropout
+    from searcher.truth.cuda_kernels import cuda_attention
 
     weight, _grad, master, _state, compute, autocast = cfg.resolved_recipe()
     with warnings.catch_warnings():
