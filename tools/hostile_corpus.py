@@ -629,6 +629,214 @@ add("long-unknown-flag", ["explain", "--" + "x" * 100000])
 add("models-extra", ["models", "--bogus"])
 add("gpus-extra", ["gpus", "extra"])
 
+# ---- second pass: check's config values, serve, max, trace-step, explain's layouts ----
+AX = "base_model: meta-llama/Llama-3.1-8B\n"
+G = ["--gpu", "a100-80gb", "--model", "llama-3.1-8b"]
+TT = "model:\n  _component_: torchtune.models.llama3_1.lora_llama3_1_8b\n"
+add(
+    "check-deep-json",
+    ["check", "{tmp}/deep.json", "--gpu", "a100-80gb"],
+    "nested too deeply",
+    {"deep.json": {"text": "[" * 50000 + "]" * 50000}},
+)
+add(
+    "check-axolotl-nan-rank",
+    ["check", "{tmp}/a.yaml", *G],
+    "lora_r must be a whole number",
+    {"a.yaml": {"text": AX + "adapter: lora\nlora_r: .nan\nmicro_batch_size: 2\n"}},
+)
+add(
+    "check-axolotl-inf-mb",
+    ["check", "{tmp}/a.yaml", *G],
+    "micro_batch_size must be a whole number",
+    {"a.yaml": {"text": AX + "micro_batch_size: .inf\n"}},
+)
+add(
+    "check-axolotl-text-mb",
+    ["check", "{tmp}/a.yaml", *G],
+    "a.yaml:2: micro_batch_size",
+    {"a.yaml": {"text": AX + "micro_batch_size: lots\n"}},
+)
+add(
+    "check-axolotl-list-seq",
+    ["check", "{tmp}/a.yaml", *G],
+    "sequence_len must be a whole number",
+    {"a.yaml": {"text": AX + "sequence_len: [1, 2]\n"}},
+)
+add(
+    "check-axolotl-neg-rank",
+    ["check", "{tmp}/a.yaml", *G],
+    "lora_r -16 must be positive",
+    {"a.yaml": {"text": AX + "adapter: lora\nlora_r: -16\n"}},
+)
+add(
+    "check-axolotl-huge-mb",
+    ["check", "{tmp}/a.yaml", *G],
+    "absurdly large",
+    {"a.yaml": {"text": AX + "micro_batch_size: 100000000000000000000000000\n"}},
+)
+add(
+    "check-axolotl-bool-accum",
+    ["check", "{tmp}/a.yaml", *G],
+    "gradient_accumulation_steps must be a whole number",
+    {"a.yaml": {"text": AX + "gradient_accumulation_steps: true\n"}},
+)
+add(
+    "check-axolotl-dropout-2",
+    ["check", "{tmp}/a.yaml", *G],
+    "lora_dropout must be a probability",
+    {"a.yaml": {"text": AX + "adapter: lora\nlora_dropout: 2\n"}},
+)
+add(
+    "check-axolotl-float-seq",
+    ["check", "{tmp}/a.yaml", *G],
+    "sequence_len must be a whole number",
+    {"a.yaml": {"text": AX + "sequence_len: 2048.5\n"}},
+)
+add(
+    "check-deepspeed-stage-7",
+    ["check", "{tmp}/ds.json", *G],
+    "zero_optimization.stage 7",
+    {"ds.json": {"text": '{"zero_optimization": {"stage": 7}}'}},
+)
+add(
+    "check-deepspeed-neg-mb",
+    ["check", "{tmp}/ds.json", *G],
+    "train_micro_batch_size_per_gpu -2",
+    {"ds.json": {"text": '{"train_micro_batch_size_per_gpu": -2}'}},
+)
+add(
+    "check-deepspeed-nan",
+    ["check", "{tmp}/ds.json", *G],
+    "NaN is not a number",
+    {"ds.json": {"text": '{"train_micro_batch_size_per_gpu": NaN}'}},
+)
+add(
+    "check-torchtune-rank-0",
+    ["check", "{tmp}/tt.yaml", *G],
+    "model.lora_rank 0 must be positive",
+    {"tt.yaml": {"text": TT + "  lora_rank: 0\nbatch_size: 2\n"}},
+)
+add(
+    "check-torchtune-neg-batch",
+    ["check", "{tmp}/tt.yaml", *G],
+    "batch_size -1 must be positive",
+    {"tt.yaml": {"text": TT + "  lora_rank: 8\nbatch_size: -1\n"}},
+)
+add(
+    "check-peft-r-text",
+    ["check", "{tmp}/adapter_config.json", *G],
+    "must be a whole number",
+    {
+        "adapter_config.json": {
+            "text": '{"peft_type": "LORA", "r": "sixteen", "target_modules": ["q_proj"]}'
+        }
+    },
+)
+add(
+    "check-trainer-neg-accum",
+    ["check", "{tmp}/args.json", *G],
+    "gradient_accumulation_steps 0 must be positive",
+    {
+        "args.json": {
+            "text": '{"per_device_train_batch_size": 2, "gradient_accumulation_steps": 0, "output_dir": "x"}'
+        }
+    },
+)
+add("check-binary", ["check", "{tmp}/a.yaml", *G], "cannot read", {"a.yaml": {"hex": "fffe00ff"}})
+add("check-missing", ["check", "{tmp}/nope.yaml", *G], "no such file")
+for _id, _flag, _value in (
+    ("check-headroom-2", "--headroom", "2"),
+    ("check-gpus-0", "--gpus", "0"),
+    ("check-gpu-unknown", "--gpu", "no-such-card"),
+    ("check-top-nan", "--top", "nan"),
+):
+    _argv = ["check", "{tmp}/a.yaml", "--gpu", "a100-80gb", _flag, _value]
+    if _flag == "--gpu":
+        _argv = ["check", "{tmp}/a.yaml", "--gpu", _value]
+    add(_id, _argv, "", {"a.yaml": {"text": AX}})
+S = ["serve", "--model", "llama-3.1-8b", "--gpu", "h100-sxm"]
+for _flag, _value in (
+    ("--context", "0"),
+    ("--context", "1e20"),
+    ("--concurrency", "-1"),
+    ("--concurrency", "nan"),
+    ("--tp", "0"),
+    ("--tp", "3"),
+    ("--weights", "wat"),
+    ("--gpu-memory-utilization", "0"),
+    ("--gpu-memory-utilization", "1.5"),
+    ("--max-num-batched-tokens", "-1"),
+    ("--max-num-seqs", "0"),
+    ("--context", "abc"),
+    ("--kv-cache-dtype", "wat"),
+    ("--block-size", "0"),
+):
+    add(f"serve{_flag}={_value}", [*S, _flag, _value])
+add("serve-gpu-unknown", ["serve", "--model", "llama-3.1-8b", "--gpu", "wat"])
+add(
+    "serve-binary-config",
+    ["serve", "--model", "{tmp}/config.json", "--gpu", "h100-sxm"],
+    "",
+    {"config.json": {"hex": "fffe00ff"}},
+)
+add(
+    "serve-heads-mismatch",
+    ["serve", "--model", "{tmp}/config.json", "--gpu", "h100-sxm"],
+    "",
+    {
+        "config.json": {
+            "text": json.dumps(
+                {
+                    "model_type": "llama",
+                    "hidden_size": 4096,
+                    "num_attention_heads": 30,
+                    "num_hidden_layers": 32,
+                    "vocab_size": 32000,
+                    "intermediate_size": 11008,
+                }
+            )
+        }
+    },
+)
+X = ["max", "--model", "llama-3.1-8b", "--gpu", "a100-80gb"]
+for _flag, _value in (
+    ("--seq-len", "0"),
+    ("--target-batch", "-1"),
+    ("--max-gpus", "0"),
+    ("--gpu", "wat"),
+    ("--model", "no-such-model"),
+    ("--seq-len", "nan"),
+):
+    add(f"max{_flag}={_value}", [*X, _flag, _value])
+TS = ["trace-step", "--model", "llama-3.1-8b", "--gpu", "a100-80gb"]
+for _flag, _value in (
+    ("--micro-batch", "0"),
+    ("--seq-len", "-1"),
+    ("--tp", "0"),
+    ("--pp", "nan"),
+    ("--virtual-stages", "0"),
+    ("--rank", "-1"),
+    ("--model", "no-such-model"),
+    ("--optimizer", "wat"),
+    ("--quant", "wat"),
+):
+    add(f"trace-step{_flag}={_value}", [*TS, _flag, _value])
+E = ["explain", "--model", "llama-3.1-8b", "--gpu", "a100-80gb"]
+add("explain-tp-3-heads", [*E, "--tp", "3"], "must divide the attention heads")
+add("explain-pp-5-layers", [*E, "--pp", "5"], "must divide the layers")
+add("explain-virtual-stages-no-pp", [*E, "--virtual-stages", "4"], "--virtual-stages does nothing")
+add("explain-tp-overlap-no-tp", [*E, "--tp-comm-overlap"], "--tp-comm-overlap does nothing")
+add("explain-fp8-recipe-no-fp8", [*E, "--fp8-recipe", "rowwise"], "--fp8-recipe does nothing")
+add(
+    "explain-zero3-single", [*E, "--zero", "3", "--backend", "single"], "single has no ZeRO stage 3"
+)
+add(
+    "explain-8bit-offload",
+    [*E, "--zero", "2", "--offload", "optimizer", "--optimizer", "adamw-8bit", "--gpus", "2"],
+    "8-bit bitsandbytes optimizers",
+)
+
 seen = set()
 for c in cases:
     assert c["id"] not in seen, c["id"]
