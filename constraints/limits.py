@@ -116,6 +116,9 @@ VERIFY_MEMBERS = Bound(1, 100, "front members", "each trace takes seconds to a m
 VIRTUAL_STAGES = Bound(1, 128, "virtual pipeline stages per rank")
 LINK_GB_S = Bound(0.001, 100_000, "GB/s", "NVLink 5 is 900 GB/s per GPU")
 KV_BLOCK = Bound(1, 1_048_576, "tokens", "serving engines use blocks of 16 to 256 tokens")
+#: the KV block sizes vLLM accepts, tokens (vllm/config/cache.py ``BlockSize = Literal[1, 8, 16,
+#: 32, 64, 128, 256]``, vLLM 0.11–0.33): ``vllm serve`` refuses any other ``--block-size``.
+KV_BLOCK_SIZES = (1, 8, 16, 32, 64, 128, 256)
 GPU_MEMORY_UTILIZATION = Bound(0.01, 1.0, "(a fraction of the GPU, vLLM semantics)")
 WORKERS = Bound(1, 1024, "processes")
 TRACE_LAYERS = Bound(1, 64, "layers")

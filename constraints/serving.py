@@ -27,6 +27,7 @@ from constraints import constants as C
 from constraints.errors import FitplanError
 from constraints.gpus import GpuSpec
 from constraints.inference import kv_cache_bytes, prefill_workspace_bytes
+from constraints.limits import KV_BLOCK_SIZES
 from constraints.memory import model_facts
 from constraints.models import ModelSpec
 from constraints.precision import QUANTS
@@ -174,6 +175,15 @@ class ServingMemory:
         return min(tokens, self.max_position) if self.max_position else tokens
 
 
+def check_block_size(block_size: int) -> None:
+    """Refuse a KV block size vLLM would refuse (:data:`constraints.limits.KV_BLOCK_SIZES`)."""
+    if block_size not in KV_BLOCK_SIZES:
+        raise FitplanError(
+            f"--block-size {block_size} is not a block size vLLM accepts",
+            f"use one of {', '.join(map(str, KV_BLOCK_SIZES))} tokens (default 16)",
+        )
+
+
 def serving_memory(
     spec: ModelSpec,
     gpu: GpuSpec,
@@ -201,8 +211,7 @@ def serving_memory(
         raise FitplanError(
             f"--gpu-memory-utilization {gpu_memory_utilization} must be in (0, 1], e.g. 0.9"
         )
-    if block_size < 1:
-        raise FitplanError(f"--block-size must be at least 1, got {block_size}")
+    check_block_size(block_size)
     check_tp(spec, tp)
     default_tokens, default_seqs = serving_batch_defaults(gpu)
     chunk = max_num_batched_tokens or default_tokens

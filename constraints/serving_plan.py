@@ -15,6 +15,7 @@ from constraints.serving import (
     KV_DTYPE_BYTES,
     WEIGHT_BITS,
     ServingMemory,
+    check_block_size,
     check_tp,
     serving_batch_defaults,
     serving_memory,
@@ -104,8 +105,7 @@ def check_request(spec: ModelSpec, r: ServeRequest) -> None:
         raise FitplanError(
             f"--gpu-memory-utilization {r.gpu_memory_utilization} must be in (0, 1], e.g. 0.9"
         )
-    if r.block_size < 1:
-        raise FitplanError(f"--block-size must be at least 1, got {r.block_size}")
+    check_block_size(r.block_size)
 
 
 def _memory(spec: ModelSpec, gpu: GpuSpec, r: ServeRequest, tp: int) -> ServingMemory:

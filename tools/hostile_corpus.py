@@ -771,6 +771,8 @@ for _flag, _value in (
     ("--context", "abc"),
     ("--kv-cache-dtype", "wat"),
     ("--block-size", "0"),
+    ("--block-size", "17"),
+    ("--block-size", "4096"),
 ):
     add(f"serve{_flag}={_value}", [*S, _flag, _value])
 add("serve-gpu-unknown", ["serve", "--model", "llama-3.1-8b", "--gpu", "wat"])

@@ -58,7 +58,11 @@ def register(subparsers: Any) -> None:
         help="auto (the model's 16-bit), bf16, fp16, fp8, fp8_e4m3, fp8_e5m2, fp32",
     )
     p.add_argument(
-        "--block-size", type=integer(L.KV_BLOCK), help="KV block, tokens (default 16, as vLLM)"
+        "--block-size",
+        type=integer(L.KV_BLOCK),
+        choices=L.KV_BLOCK_SIZES,
+        metavar="TOKENS",
+        help="KV block, tokens: 1, 8, 16, 32, 64, 128 or 256 (vLLM's; default 16)",
     )
     p.add_argument(
         "--gpu-memory-utilization",

@@ -35,6 +35,8 @@ def test_serve_exit_1_when_it_does_not_fit(capsys: pytest.CaptureFixture[str]) -
         ["--tp", "3"],
         ["--gpu-memory-utilization", "0"],
         ["--block-size", "0"],
+        ["--block-size", "17"],
+        ["--block-size", "512"],
     ],
 )
 def test_serve_bad_input_is_one_line_exit_2(argv, capsys: pytest.CaptureFixture[str]) -> None:

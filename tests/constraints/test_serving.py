@@ -105,3 +105,20 @@ def test_kv_capacity_in_gib_is_plausible_against_vllm_logs():
     # "Available KV cache memory: 5x GiB"); fitplan's accounting must land in 50–58 GiB
     m = serving_memory(resolve_model("llama-3.1-8b"), resolve_gpu("h100-sxm"))
     assert 50 * GiB < m.kv_cache < 58 * GiB
+
+
+@pytest.mark.parametrize("block_size", [0, 2, 17, 24, 512])
+def test_a_block_size_vllm_refuses_is_refused(block_size: int) -> None:
+    """vLLM's CacheConfig takes BlockSize = Literal[1, 8, 16, 32, 64, 128, 256] (vllm/config/cache.py)."""
+    with pytest.raises(FitplanError, match="--block-size"):
+        serving_memory(
+            resolve_model("llama-3.1-8b"), resolve_gpu("h100-sxm"), block_size=block_size
+        )
+
+
+@pytest.mark.parametrize("block_size", [1, 8, 16, 32, 64, 128, 256])
+def test_every_block_size_vllm_takes_plans(block_size: int) -> None:
+    m = serving_memory(
+        resolve_model("llama-3.1-8b"), resolve_gpu("h100-sxm"), block_size=block_size
+    )
+    assert m.block_size == block_size and m.kv_blocks > 0
