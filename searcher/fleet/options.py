@@ -190,13 +190,28 @@ def search_cell(job: Job, pool: Pool) -> Cell:
     return cell
 
 
-def _cell_problem_key(job: Job, pool: Pool) -> str:
+def _cell_problem_key(job: Job, pool: Pool, reprs: dict[int, str] | None = None) -> str:
     """What a cell's evaluation depends on besides its GPU counts: cells that agree here share
     one search (jobs differing only in name, tokens, deadline or budget; pools differing only in
-    name and size). The price stays in: it is the front's cost objective."""
+    name and size). The price stays in: it is the front's cost objective.
+
+    ``reprs`` remembers the text of the model and GPU objects by identity (the same object
+    recurs in every cell of its job or pool; the caller keeps them alive): a model's repr is
+    ~80 fields, and 2,000 cells spent a second on them."""
     p = problem_for(job, pool)
-    fields = {k: v for k, v in p.__dict__.items() if k not in ("max_gpus", "gpu_counts")}
-    return repr(sorted(fields.items(), key=lambda kv: kv[0]))
+    memo = {} if reprs is None else reprs
+
+    def text(v: object) -> str:
+        if id(v) not in memo:
+            memo[id(v)] = repr(v)
+        return memo[id(v)]
+
+    fields = sorted(
+        (k, text(v) if k in ("model", "gpu") else repr(v))
+        for k, v in p.__dict__.items()
+        if k not in ("max_gpus", "gpu_counts")
+    )
+    return "[" + ", ".join(f"({k!r}, {v})" for k, v in fields) + "]"
 
 
 def _search_group(pairs: list[tuple[Job, Pool]], fronts: bool = True) -> list[Cell]:
@@ -229,7 +244,13 @@ def _search_group(pairs: list[tuple[Job, Pool]], fronts: bool = True) -> list[Ce
                 RejectionSink(union, gpu_counts=c),
             )
     used = [x for trio in sinks.values() for x in trio if fronts or not isinstance(x, FrontSink)]
-    stream_search(union, used, factors=factors)
+    # unpruned: bounding a row costs a throughput evaluation, about what evaluating it does
+    # (searcher/search/stream.py), and 20 pools × 100 jobs ran 9.4 s pruned, 5.4 s not
+    stream_search(union, used, factors=factors, prune=False)
+    # each GPU count's fastest as a member, once per sink: the jobs sharing it share them
+    members = {
+        c: [(g, member_at(row, 0)) for g, row in trio[0].rows()] for c, trio in sinks.items()
+    }
     share = (time.perf_counter() - start) / len(pairs)
     cells = []
     for job, pool in pairs:
@@ -237,11 +258,10 @@ def _search_group(pairs: list[tuple[Job, Pool]], fronts: bool = True) -> list[Ce
         if c not in sinks:  # none of this pool's counts has a layout: its own error message
             cells.append(search_cell(job, pool))
             continue
-        best, front, rejections = sinks[c]
+        _, front, rejections = sinks[c]
         cell = Cell(job.name, pool.name, evaluated=sum(sizes.get(g, 0) for g in c))
         cell.front_of = front.cached_members if fronts else None
-        for _, row in best.rows():
-            m = member_at(row, 0)
+        for _, m in members[c]:
             hours = job.tokens / m.tokens_per_s / 3600.0
             cell.all_options.append(
                 Option(job.name, pool.name, m.gpus, m, hours, m.gpus * pool.price * hours)
@@ -274,13 +294,14 @@ def search_cells(
     spreads the groups over that many processes."""
     cells: dict[tuple[str, str], Cell] = {}
     groups: dict[str, list[tuple[Job, Pool]]] = {}
+    reprs: dict[int, str] = {}  # the jobs' and pools' models and GPUs, alive in jobs/pools
     total = len(jobs) * len(pools)
     for j in jobs:
         for p in pools:
             if p.name not in j.pools:
                 cells[(j.name, p.name)] = Cell(j.name, p.name, reason="not among the job's pools")
             else:
-                groups.setdefault(_cell_problem_key(j, p), []).append((j, p))
+                groups.setdefault(_cell_problem_key(j, p, reprs), []).append((j, p))
     done = len(cells)
     n_workers = workers or 1
     if n_workers > 1 and len(groups) > 1:

@@ -44,6 +44,47 @@ def _static_columns(items: tuple[tuple[str, Any], ...], seq_len: int) -> dict[st
     return TrainConfig(**dict(items), micro_batch=1, seq_len=seq_len).columns()
 
 
+#: static knobs whose value TrainConfig.columns() turns into columns of their own and nothing
+#: else: a variant's columns are those of the first variant agreeing with it on every other
+#: knob (its *reference*), with each differing knob's columns laid over, as one TrainConfig
+#: with that knob changed gives them (768 single-node variants: 80 TrainConfigs, not 768).
+#: Two knobs changing one column fall back to the variant's own TrainConfig;
+#: tests/search/test_fronts_unchanged.py holds the result to every variant's own columns.
+SEPARABLE_KNOBS = ("lora_rank", "optimizer", "checkpointing", "loss", "optimizer_in_backward")
+
+
+def static_columns(statics: list[dict[str, Any]], seq_len: int) -> list[dict[str, float]]:
+    """Each static variant's ConfigBatch columns (see :data:`SEPARABLE_KNOBS`)."""
+    # per core (every knob but the separable ones): its reference variant and columns
+    refs: dict[tuple[Any, ...], tuple[dict[str, Any], dict[str, float]]] = {}
+    # (core, knob, value): the columns that value changes from the reference's, and to what
+    diffs: dict[tuple[Any, str, Any], dict[str, float]] = {}
+    out: list[dict[str, float]] = []
+    for st in statics:
+        core = tuple(kv for kv in st.items() if kv[0] not in SEPARABLE_KNOBS)
+        if core not in refs:
+            refs[core] = (st, _static_columns(tuple(st.items()), seq_len))
+        ref, base = refs[core]
+        cols: dict[str, float] | None = base
+        touched: set[str] = set()
+        for k in SEPARABLE_KNOBS:
+            value = st.get(k)
+            if value == ref.get(k):
+                continue
+            key = (core, k, value)
+            if key not in diffs:
+                probe = _static_columns(tuple({**ref, k: value}.items()), seq_len)
+                diffs[key] = {c: x for c, x in probe.items() if x != base[c]}
+            diff = diffs[key]
+            if touched & diff.keys():
+                cols = None  # two knobs change one column: the variant's own TrainConfig
+                break
+            touched.update(diff)
+            cols = {**cols, **diff} if cols is not None else None
+        out.append(cols if cols is not None else _static_columns(tuple(st.items()), seq_len))
+    return out
+
+
 class Factors:
     """The grid of a problem as static variants × layout rows, with the pairing rule."""
 
@@ -52,7 +93,7 @@ class Factors:
         self.statics = static_variants(problem)
         self.rows = checked_layout_rows(problem)
         self.n_static, self.n_rows = len(self.statics), len(self.rows)
-        cols = [_static_columns(tuple(st.items()), problem.seq_len) for st in self.statics]
+        cols = static_columns(self.statics, problem.seq_len)
         self.static_arr: dict[str, np.ndarray] = {
             k: np.array([c[k] for c in cols], dtype=COLUMN_DTYPES[k])
             for k in COLUMN_DTYPES

@@ -493,3 +493,19 @@ def test_pool_says_its_nvlink_domain(tmp_path: Path) -> None:
     from searcher.fleet.options import problem_for
 
     assert problem_for(fleet.jobs[0], fleet.pools[0]).nvlink_domain == 16
+
+
+def test_first_fit_seating_every_job_proves_the_most_placed() -> None:
+    """``all_placeable`` lets the MILP skip its first programme: whenever it says yes, the
+    brute-force optimum places every job that has an option (and it says yes often enough to
+    be exercised by the random fleets above)."""
+    from searcher.fleet.placement import all_placeable
+
+    rng = random.Random(11)
+    said_yes = 0
+    for _ in range(150):
+        items, n_jobs, capacity = _random_instance(rng)
+        if all_placeable(items, n_jobs, capacity):
+            said_yes += 1
+            assert _brute_force(items, n_jobs, capacity)[0] == len({it.job for it in items})
+    assert 20 < said_yes < 150  # both branches of solve_milp are taken

@@ -167,3 +167,18 @@ def test_pairs_equal_the_plain_loop_over_variants(kw: dict[str, Any]) -> None:
             got = [(s.tolist(), r.tolist()) for s, r in f.pairs(rows, chunk)]
             assert got == _plain_pairs(f, rows, chunk), (len(rows), chunk)
     assert f.size == sum(int(f._mask(s).sum()) for s in range(f.n_static))
+
+
+@pytest.mark.parametrize("kw", PROBLEMS, ids=lambda kw: f"{kw['model']}-{kw['gpu']}")
+def test_static_columns_equal_each_variants_own(kw: dict[str, Any]) -> None:
+    """The variants' columns built from a few TrainConfigs (factors.SEPARABLE_KNOBS) equal
+    each variant's own TrainConfig.columns(), column for column."""
+    from constraints.config import TrainConfig
+    from searcher.search.factors import static_columns
+    from searcher.search.space import static_variants
+
+    p = _problem(kw)
+    statics = static_variants(p)
+    got = static_columns(statics, p.seq_len)
+    for st, cols in zip(statics, got, strict=True):
+        assert cols == TrainConfig(**st, micro_batch=1, seq_len=p.seq_len).columns(), st

@@ -91,7 +91,7 @@ def answer(result) -> str:
 def test_pruned_search_gives_the_unpruned_answer(seed: int) -> None:
     """50 problems per seed, 300 in all; small chunks so that every sink merges many."""
     for p in problems(50, seed):
-        pruned = run_search(p, ExhaustiveStrategy(chunk=4096))
+        pruned = run_search(p, ExhaustiveStrategy(chunk=4096, prune=True))
         exact = run_search(p, ExhaustiveStrategy(), keep_evaluation=True)
         assert answer(pruned) == answer(exact), p
         assert pruned.evaluated == exact.evaluated  # the whole space is accounted for
