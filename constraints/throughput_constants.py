@@ -26,7 +26,9 @@ FA2_HOPPER_SHARE = 0.35 / 0.62
 FA3_HOPPER_SHARE = 1.0
 #: Elementwise traffic per step as a multiple of the activation bytes the forward writes (write +
 #: read in forward, read + write of their gradients in backward ≈ 4; unfused eager kernels and
-#: the temporaries nothing saves read and write more). Fitted: 9.5.
+#: the temporaries nothing saves read and write more). Fitted: 9.5, to the MPT rows; used for
+#: their reference layer (HF GPT-2 block) and untraced families. Traced layers (HF Llama, Qwen,
+#: Gemma; torchtune; torchtitan) use their traced bytes: constraints/eager_traffic.py.
 K_ELEMENTWISE = 9.5
 #: Share of the HBM bandwidth that unfused eager PyTorch elementwise kernels reach: Liger-Kernel's
 #: benchmark of Hugging Face's LlamaRMSNorm, forward + backward, bf16, 2048 rows, on A100-SXM4-80GB
