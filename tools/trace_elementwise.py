@@ -1,21 +1,24 @@
-"""Count the eager elementwise traffic of one decoder layer, per model family, from the real code.
+"""Count the eager elementwise traffic of one decoder layer, per layer code and family.
 
-Builds one Hugging Face decoder layer of each family on the meta device (bf16, random shapes
-only: no weights, no data), runs its forward and backward under a ``TorchDispatchMode`` and adds
-up, for every aten op that launches a non-GEMM, non-attention kernel, the bytes it reads (its
-tensor inputs) and writes (its outputs). GEMMs (mm / addmm / bmm) and attention (a flash-style
-stand-in) are left out: the throughput model times them itself. Views, ``empty`` and other ops
-that launch no kernel are left out too.
+Builds one decoder layer on the meta device (bf16, shapes only: no weights, no data) — Hugging
+Face's from the installed transformers, torchtune's and torchtitan's from a checkout of their
+source (tools/trace_elementwise_layers.py) — runs its forward and backward under a
+``TorchDispatchMode`` and adds up, for every aten op that launches a non-GEMM, non-attention
+kernel, the bytes it reads (its tensor inputs; an in-place op's destination is one of them) and
+writes (its outputs). GEMMs (mm / addmm / bmm) and attention (a flash-style stand-in) are left
+out: the throughput model times them itself. Views, ``empty`` and other ops that launch no kernel
+are left out too. Each layer is traced at three shapes (``_variants``), which fix its bytes per
+token per layer as a·hidden + b·intermediate + c·kv_width.
 
-The result, per family, is the eager elementwise traffic per token per layer and its ratio ``rho``
-to the bytes the memory model says the layer writes (what ``K_ELEMENTWISE`` multiplies,
-constraints/activations.py ``layer_bytes_per_token``, full fine-tune, flash attention, no
-checkpointing). The throughput model scales the fitted ``K_ELEMENTWISE`` (fitted to llm-foundry's
-MPT, traced here as the GPT-2 layer fitplan builds for those rows) by ``rho / rho_gpt2``
-(constraints/eager_traffic.py). Run it when transformers changes; it rewrites
-constraints/data/eager_elementwise.json:
+constraints/eager_traffic.py turns that into the eager stack's elementwise factor: traffic over
+the bytes the memory model says the layer saves (constraints/activations.py
+``layer_bytes_per_token``), at ETA_EAGER_BANDWIDTH. Run it when transformers changes; it rewrites
+constraints/data/eager_elementwise.json (the shipped file: torchtune 32e265d57, torchtitan 9dec370,
+each ``git archive``d into a directory):
 
-    PYTHONPATH=$PWD .venv/bin/python tools/trace_elementwise.py [--out FILE]
+    PYTHONPATH=$PWD .venv/bin/python tools/trace_elementwise.py \
+        --torchtune-src DIR --torchtune-commit 32e265d57 \
+        --torchtitan-src DIR --torchtitan-commit 9dec370
 """
 
 from __future__ import annotations
@@ -179,8 +182,6 @@ class Counter:
         ins = [a for a in tree_leaves((args, kwargs)) if isinstance(a, torch.Tensor)]
         outs = [o for o in tree_leaves(out) if isinstance(o, torch.Tensor)]
         read = sum(self._nbytes(t) for t in ins)
-        if name.endswith("_") or name in {"copy_"}:
-            read -= 0.0  # in-place: the destination is read and written (already in ins)
         written = sum(self._nbytes(t) for t in outs)
         self.read += read
         self.written += written
