@@ -43,6 +43,8 @@ KERNELS = ("eager", "compile", "te", "liger")
 #: fp8 scaling recipes (constraints/fp8.py): torchao tensorwise / rowwise, TE delayed / current
 #: scaling, MXFP8 (Blackwell block scaling)
 FP8_RECIPES = ("tensorwise", "rowwise", "te-delayed", "te-current", "mxfp8")
+#: whose model code runs the layers (its eager kernels: constraints/eager_traffic.py)
+MODEL_CODES = ("hf", "torchtune", "torchtitan", "torchtitan-fused-rmsnorm")
 OPTIMIZER_NAMES = tuple(OPTIMIZERS)
 QUANT_NAMES = tuple(QUANTS)
 RECIPE_NAMES = tuple(RECIPES)
@@ -73,6 +75,7 @@ _INT_COLUMNS = (
     "kernels",
     "fp8_recipe",
     "virtual_stages",
+    "model_code",
 )
 _BOOL_COLUMNS = (
     "lora_dropout",
@@ -136,6 +139,9 @@ class TrainConfig(BaseModel):
     tp_comm_overlap: bool = False
     #: virtual pipeline stages per rank (interleaved 1F1B); 1 = plain 1F1B
     virtual_stages: int = Field(default=1, ge=1, le=128)
+    #: whose model code runs the layers: its eager kernels differ (constraints/eager_traffic.py);
+    #: fitplan emits Hugging Face code, the others describe measured runs
+    model_code: Literal["hf", "torchtune", "torchtitan", "torchtitan-fused-rmsnorm"] = "hf"
     # ---- the caching allocator (constraints/allocator.py): changes reserved memory, not speed
     #: PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (torchtitan's run_train.sh sets it)
     expandable_segments: bool = False
@@ -290,6 +296,7 @@ class TrainConfig(BaseModel):
             "tp_overlap": self.tp_comm_overlap,
             "expandable": self.expandable_segments,
             "virtual_stages": self.virtual_stages,
+            "model_code": MODEL_CODES.index(self.model_code),
         }
 
 
@@ -305,6 +312,7 @@ CODE: dict[str, dict[str, int]] = {
     "recipe": {r: i for i, r in enumerate(RECIPE_NAMES)},
     "kernels": {k: i for i, k in enumerate(KERNELS)},
     "fp8_recipe": {r: i for i, r in enumerate(FP8_RECIPES)},
+    "model_code": {m: i for i, m in enumerate(MODEL_CODES)},
 }
 
 
@@ -350,6 +358,7 @@ class ConfigBatch:
     tp_overlap: np.ndarray
     expandable: np.ndarray
     virtual_stages: np.ndarray
+    model_code: np.ndarray
     target_names: tuple[str, ...] = ("all-linear",)
 
     def __len__(self) -> int:
@@ -402,6 +411,7 @@ class ConfigBatch:
             tp_comm_overlap=bool(self.tp_overlap[i]),
             expandable_segments=bool(self.expandable[i]),
             virtual_stages=int(self.virtual_stages[i]),
+            model_code=MODEL_CODES[int(self.model_code[i])],  # type: ignore[arg-type]
         )
 
     @classmethod

@@ -30,6 +30,7 @@ import numpy as np
 from constraints.collectives import collective_seconds, intra_node_bandwidth, nvlink_domain_size
 from constraints.config import CODE, ConfigBatch
 from constraints.dequant import dequant_bytes_per_weight, dequant_launches
+from constraints.eager_traffic import eager_elementwise_factors, eager_recompute_shares
 from constraints.fp8 import fp8_column
 from constraints.gemms import model_gemms
 from constraints.gpus import GpuSpec
@@ -58,6 +59,7 @@ from constraints.throughput_constants import (
     ETA_GEMM,
     FLOPS_PER_MAC,
     FP8_BYTES,
+    K_ELEMENTWISE,
     LAUNCH_PASSES_PER_FORWARD,
     LORA_DROPOUT_OPS,
     LORA_FLOPS_PER_PARAM,
@@ -165,9 +167,16 @@ def throughput_arrays(
     op_sac_mms = op_sac_recomputed_matmuls(spec)
     replay = np.where(op_sac, 1.0, recompute)  # the forward's pointwise ops and launches rerun
     eager_stack = batch.kernels == CODE["kernels"]["eager"]
-    k_elem = stack_column(batch.kernels, "elementwise_factor")
-    if k_elementwise is not None:
-        k_elem = np.where(eager_stack, k_elementwise, k_elem)
+    # eager kernels differ by layer code (HF Llama's fp32 RMSNorm chain against MPT's one-kernel
+    # LayerNorm): the traced traffic of the row's model code (constraints/eager_traffic.py)
+    k_fitted = K_ELEMENTWISE if k_elementwise is None else k_elementwise
+    k_eager = np.array(eager_elementwise_factors(spec, k_fitted))[batch.model_code]
+    k_elem = np.where(eager_stack, k_eager, stack_column(batch.kernels, "elementwise_factor"))
+    replayed_share = np.where(
+        eager_stack,
+        np.array(eager_recompute_shares(spec, ELEMENTWISE_RECOMPUTE_SHARE))[batch.model_code],
+        ELEMENTWISE_RECOMPUTE_SHARE,
+    )
     fp8_gemm_share = np.where(is_fp8, fp8_column(batch.fp8_recipe, "gemm_share"), 1.0)
     cast_bytes = fp8_column(batch.fp8_recipe, "cast_bytes_per_element")
     transpose_bytes = fp8_column(batch.fp8_recipe, "transpose_bytes_per_element")
@@ -254,7 +263,7 @@ def throughput_arrays(
 
     # ---- elementwise (memory-bound) ----
     act = mem["activations_written"]  # the whole model, one micro-batch
-    t_elem = k_elem * act / bw * (1.0 + ELEMENTWISE_RECOMPUTE_SHARE * replay)
+    t_elem = k_elem * act / bw * (1.0 + replayed_share * replay)
     logits = stack_column(batch.kernels, "logits_materialised") > 0
     loss_bytes = np.where(
         (spec.arch == "encoder") | ~logits,

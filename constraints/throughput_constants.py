@@ -26,8 +26,17 @@ FA2_HOPPER_SHARE = 0.35 / 0.62
 FA3_HOPPER_SHARE = 1.0
 #: Elementwise traffic per step as a multiple of the activation bytes the forward writes (write +
 #: read in forward, read + write of their gradients in backward ≈ 4; unfused eager kernels and
-#: the temporaries nothing saves read and write more). Fitted: 9.5.
+#: the temporaries nothing saves read and write more). Fitted: 9.5, to the MPT rows; used for
+#: their reference layer (HF GPT-2 block) and untraced families. Traced layers (HF Llama, Qwen,
+#: Gemma; torchtune; torchtitan) use their traced bytes: constraints/eager_traffic.py.
 K_ELEMENTWISE = 9.5
+#: Share of the HBM bandwidth that unfused eager PyTorch elementwise kernels reach: Liger-Kernel's
+#: benchmark of Hugging Face's LlamaRMSNorm, forward + backward, bf16, 2048 rows, on A100-SXM4-80GB
+#: (benchmark/data/all_benchmark_data.csv, 2024-09-03, liger 0.2.1): 1.862 / 3.544 / 6.910 ms at
+#: hidden 8192 / 16384 / 32768, against the 2.58 / 5.17 / 10.34 GB its 26 aten ops read and
+#: write (traced by tools/trace_elementwise.py's counter on the benchmark's module): 1.39 / 1.46 /
+#: 1.50 TB/s of 2.039, i.e. 0.68 / 0.72 / 0.73. Measured, not fitted (constraints/eager_traffic.py).
+ETA_EAGER_BANDWIDTH = 0.71
 #: The same for a stack that fuses each chain of pointwise ops between two GEMMs into one kernel
 #: (torch.compile's inductor; Transformer Engine's fused modules): each saved activation is
 #: written and read once forward, its gradient read and written once backward: the 4× floor of

@@ -11,7 +11,8 @@ from searcher.validate import integer, number
 
 
 def add_speed_args(g: Any) -> None:
-    """--kernels, --fp8-recipe, --tp-comm-overlap, --virtual-stages (TrainConfig's speed knobs),
+    """--kernels, --fp8-recipe, --tp-comm-overlap, --virtual-stages, --model-code (TrainConfig's
+    speed knobs),
     and --expandable-segments (the caching allocator's mode: reserved memory, not speed)."""
     g.add_argument(
         "--kernels",
@@ -32,6 +33,12 @@ def add_speed_args(g: Any) -> None:
         "--virtual-stages",
         type=integer(L.VIRTUAL_STAGES),
         help="interleaved 1F1B: virtual pipeline stages per rank",
+    )
+    g.add_argument(
+        "--model-code",
+        choices=["hf", "torchtune", "torchtitan", "torchtitan-fused-rmsnorm"],
+        help="whose layer code runs eager: Hugging Face (default), torchtune, torchtitan (its "
+        "norm_type rmsnorm or fused_rmsnorm); each traced eager layer moves different bytes",
     )
     g.add_argument(
         "--expandable-segments",

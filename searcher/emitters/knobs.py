@@ -23,11 +23,18 @@ SPEED_KNOBS: dict[str, str] = {
     "fp8_recipe": "tensorwise only with fp8 compute (other recipes are refused: not emitted yet)",
     "tp_comm_overlap": "off only (refused when on: not emitted yet)",
     "virtual_stages": "1 only (interleaved pipelines are refused: not emitted yet)",
+    "model_code": "hf only (plans are timed with Hugging Face layer code; the torchtune / "
+    "torchtitan layers describe measured runs)",
     # not a speed knob but emitted by every format the same way: the allocator's mode
     "expandable_segments": "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True in the launch "
     "environment (train.py / the launch script / the launch command)",
 }
-_SPEED_DEFAULTS = {"kernels": "eager", "fp8_recipe": "tensorwise", "tp_comm_overlap": False}
+_SPEED_DEFAULTS = {
+    "kernels": "eager",
+    "fp8_recipe": "tensorwise",
+    "tp_comm_overlap": False,
+    "model_code": "hf",
+}
 
 
 def refuse_speed_knobs(fmt: str, cfg: TrainConfig) -> None:

@@ -57,6 +57,7 @@ FLAG_OF_FIELD: dict[str, str] = {
     "fp8_recipe": "--fp8-recipe",
     "tp_comm_overlap": "--tp-comm-overlap",
     "virtual_stages": "--virtual-stages",
+    "model_code": "--model-code",
     "expandable_segments": "--expandable-segments",
 }
 

@@ -194,7 +194,23 @@ def speed_fields(row: dict[str, str], assumptions: list[str]) -> dict[str, Any]:
         fields["virtual_stages"] = int(row["vp"])
     if fields.get("kernels") == "compile":
         assumptions.append("torch.compile: fused elementwise kernels (kernel stack 'compile')")
+    code = model_code_of(row)
+    if code != "hf":
+        fields["model_code"] = code
     return fields
+
+
+def model_code_of(row: dict[str, str]) -> str:
+    """Whose model code the row ran (its eager kernels: constraints/eager_traffic.py): torchtune,
+    torchtitan (with ``norm_type=fused_rmsnorm`` in ``kernels_and_opts`` where its train config
+    set it), else Hugging Face's (llm-foundry's MPT rows are the fitted reference either way)."""
+    source = row.get("source", "").lower()
+    if "torchtune" in source:
+        return "torchtune"
+    if "torchtitan" in source:
+        opts = row.get("kernels_and_opts", "").lower()
+        return "torchtitan-fused-rmsnorm" if "fused_rmsnorm" in opts else "torchtitan"
+    return "hf"
 
 
 def _measured_tokens_per_gpu(row: dict[str, str], spec: ModelSpec) -> float:
