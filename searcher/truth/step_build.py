@@ -98,6 +98,7 @@ def build(cfg_dict: dict[str, Any], cfg: TrainConfig) -> tuple[Any, str]:
 
 
 def peft_wrap(model: Any, cfg: TrainConfig) -> Any:
+    import torch
     from peft import LoraConfig, get_peft_model
 
     targets: Any = cfg.lora_targets
@@ -114,7 +115,10 @@ def peft_wrap(model: Any, cfg: TrainConfig) -> Any:
         target_modules=targets,
         task_type="CAUSAL_LM",
     )
-    with warnings.catch_warnings():
+    # the adapters are built on the meta device, where the base layers are (PEFT builds them on
+    # the default device, initialises them there with real CPU work, then moves them to the base
+    # layer's device): the same shapes and dtypes, without the initialisation's arithmetic
+    with warnings.catch_warnings(), torch.device("meta"):
         warnings.simplefilter("ignore")
         peft_model = get_peft_model(model, lora)  # autocast_adapter_dtype=True: fp32 adapters
     if cfg.adapter_dtype:
