@@ -25,6 +25,7 @@ import dataclasses
 import json
 import math
 import operator
+import sys
 import types
 import typing
 from collections.abc import Callable, Iterator
@@ -202,7 +203,7 @@ def _checker(name: str, hint: Any, bounds: dict[str, float]) -> Check | None:
         return literal
     scalar = {int: _as_int, float: _as_float, bool: _as_bool, str: _as_str}.get(hint)
     if scalar is None:
-        if origin is tuple:
+        if origin is tuple or hint is tuple:
             return lambda v, strict: tuple(v) if isinstance(v, list) else v
         return None
     if not bounds:
@@ -220,6 +221,37 @@ def _checker(name: str, hint: Any, bounds: dict[str, float]) -> Check | None:
         return v
 
     return checked
+
+
+#: the annotations most fields have, read without evaluating them (typing.get_type_hints on
+#: every record took ~10 ms of a cold start)
+_SIMPLE: dict[str, Any] = {
+    "int": int,
+    "float": float,
+    "bool": bool,
+    "str": str,
+    "int | None": int | None,
+    "float | None": float | None,
+    "str | None": str | None,
+}
+
+
+def _annotation(annotation: Any, module: dict[str, Any]) -> Any:
+    """A field's type from its (string) annotation; None for a container or a record (not
+    checked) or a name the module does not bind at run time."""
+    if not isinstance(annotation, str):
+        return annotation
+    simple = _SIMPLE.get(annotation)
+    if simple is not None:
+        return simple
+    if annotation.startswith("tuple["):
+        return tuple
+    if annotation.startswith(("dict[", "list[")):
+        return None
+    try:
+        return eval(annotation, module)  # Literal[…], a Literal alias, a record class
+    except NameError:
+        return None
 
 
 class _FieldsOf:
@@ -243,10 +275,11 @@ class Record:
     def _checks(cls) -> list[tuple[str, Check]]:
         checks = Record._checks_cache.get(cls)
         if checks is None:
-            hints = typing.get_type_hints(cls)
+            module = vars(sys.modules[cls.__module__])
             checks = []
             for f in dataclasses.fields(cls):  # type: ignore[arg-type]
-                check = _checker(f.name, hints[f.name], dict(f.metadata.get("bounds", {})))
+                hint = _annotation(f.type, module)
+                check = _checker(f.name, hint, dict(f.metadata.get("bounds", {})))
                 if check is not None:
                     checks.append((f.name, check))
             Record._checks_cache[cls] = checks
