@@ -57,7 +57,7 @@ def command_options(command: str) -> set[str]:
     import importlib
 
     # looked up by name, as handlers are: the parser imports the command modules that print
-    parser = importlib.import_module("searcher.cli.parser").current_parser()
+    parser = importlib.import_module("searcher.cli.parser").current_parser(command)
     sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
     return {o for a in sub.choices[command]._actions for o in a.option_strings}
 
