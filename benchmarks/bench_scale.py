@@ -220,6 +220,7 @@ def main() -> None:
     ap.add_argument("--llm-analysis", metavar="PYTHON", help="a python with llm-analysis")
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--fleet-baseline-repeat", type=int, default=1, help="the old fleet: ~2 min")
+    ap.add_argument("--cold-only", action="store_true", help="only the two cold starts (~1 min)")
     args = ap.parse_args()
     trees = {"new": ROOT}
     if args.baseline:
@@ -229,43 +230,44 @@ def main() -> None:
                        cwd=tree, check=False, capture_output=True)  # fmt: skip
     rows: list[tuple[str, dict[str, dict | None], str]] = []
     started = time.time()
-    for label, gpus, batch in (
-        ("single node: Llama-3.1-8B, 1–8 × H100, batch 64 × 4096", 8, 64),
-        ("4,096 × H100, batch 4,096", 4096, 4096),
-        ("16,384 × H100, batch 16,384", 16384, 16384),
-    ):
-        got = side_by_side(trees, SEARCH.format(gpus=gpus, batch=batch), args.repeat)
-        rows.append((label, got, "search"))
-    with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "fleet-20x100.yaml"
-        path.write_text(fleet_yaml())
-        body = FLEET.format(path=str(path), workers=1)
-        fleet = {"new": best([measure(ROOT, body) for _ in range(args.repeat)])}
-        if "old" in trees:
-            fleet["old"] = best(
-                [measure(trees["old"], body) for _ in range(args.fleet_baseline_repeat)]
-            )
-        rows.append(("fleet: 20 pools × 100 jobs, 1 process", fleet, "fleet"))
-        two = FLEET.format(path=str(path), workers=2)
-        rows.append(
-            ("fleet: the same, 2 worker processes (CPU of all)",
-             {"new": best([measure(ROOT, two) for _ in range(args.repeat)])}, "fleet")
-        )  # fmt: skip
     per_trial = {}
-    for trials in (640, 2560):
-        got = side_by_side(trees, OPTUNA.format(trials=trials), max(1, args.repeat - 1))
-        per_trial[trials] = got
+    if not args.cold_only:
+        for label, gpus, batch in (
+            ("single node: Llama-3.1-8B, 1–8 × H100, batch 64 × 4096", 8, 64),
+            ("4,096 × H100, batch 4,096", 4096, 4096),
+            ("16,384 × H100, batch 16,384", 16384, 16384),
+        ):
+            got = side_by_side(trees, SEARCH.format(gpus=gpus, batch=batch), args.repeat)
+            rows.append((label, got, "search"))
+        with tempfile.TemporaryDirectory() as tmp:
+            path = Path(tmp) / "fleet-20x100.yaml"
+            path.write_text(fleet_yaml())
+            body = FLEET.format(path=str(path), workers=1)
+            fleet = {"new": best([measure(ROOT, body) for _ in range(args.repeat)])}
+            if "old" in trees:
+                fleet["old"] = best(
+                    [measure(trees["old"], body) for _ in range(args.fleet_baseline_repeat)]
+                )
+            rows.append(("fleet: 20 pools × 100 jobs, 1 process", fleet, "fleet"))
+            two = FLEET.format(path=str(path), workers=2)
+            rows.append(
+                ("fleet: the same, 2 worker processes (CPU of all)",
+                 {"new": best([measure(ROOT, two) for _ in range(args.repeat)])}, "fleet")
+            )  # fmt: skip
+        for trials in (640, 2560):
+            got = side_by_side(trees, OPTUNA.format(trials=trials), max(1, args.repeat - 1))
+            per_trial[trials] = got
     cold_rows = {}
-    for name, argv in COLD.items():
+    for name, argv in COLD.items():  # the trees alternating run by run
+        cpu: dict[str, list[float]] = {k: [] for k in trees}
+        for _ in range(args.repeat + 2):
+            for k, tree in trees.items():
+                cpu[k].append(cold(tree, argv))
         cold_rows[name] = {
-            k: {
-                "cpu": statistics.median(cold(tree, argv) for _ in range(args.repeat + 2)),
-                "rss_mb": 0,
-                "n": 1,
-            }
-            for k, tree in trees.items()
+            k: {"cpu": statistics.median(v), "rss_mb": 0, "n": 1} for k, v in cpu.items()
         }
     llma = llm_analysis_rate(args.llm_analysis) if args.llm_analysis else None
+    print(f"load average at the end: {', '.join(f'{x:.1f}' for x in os.getloadavg())}")
 
     print(
         f"CPU time, median of {args.repeat} fresh processes; this tree vs the baseline side by side"
@@ -288,7 +290,7 @@ def main() -> None:
         new, old = got.get("new"), got.get("old")
         print(f"| cold start: whole `fitplan {name}` process (README example) | — | {_fmt(new)} | — | "
               f"{_fmt(old)} | — | {_ratio(old, new)} |")  # fmt: skip
-    single = rows[0][1].get("new")
+    single = rows[0][1].get("new") if rows else None
     if single:
         ours = single["cpu"] / single["n"] * 1e6
         line = f"per configuration of the single-node space: {ours:.2f} µs"

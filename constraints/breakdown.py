@@ -10,10 +10,10 @@ The physics behind ``fitplan explain`` (its lever advice is :mod:`searcher.searc
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TypeVar
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict
 
 from constraints import constants as C
 from constraints.config import ConfigBatch, TrainConfig
@@ -24,18 +24,18 @@ from constraints.hardware import describe, hardware_mask
 from constraints.memory import PARTS, PHASES, TERMS, memory_arrays
 from constraints.models import ModelSpec
 from constraints.params import total_params
+from constraints.record import Record
 from constraints.speed import StepTime, speed_of
 
 NumberOrArray = TypeVar("NumberOrArray", int, float, np.ndarray)
 
 
-class MemoryBreakdown(BaseModel):
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MemoryBreakdown(Record):
     """Bytes per GPU at the peak moment of a step. ``total`` = the five terms = what nvidia-smi
     shows at the peak; ``total − overhead − paged`` = peak allocated (bitsandbytes' paged states
     are cudaMallocManaged memory, outside the PyTorch allocator's counts); + slack = peak
     reserved."""
-
-    model_config = ConfigDict(frozen=True, defer_build=True)
 
     weights: int
     gradients: int
@@ -76,11 +76,10 @@ class MemoryBreakdown(BaseModel):
         return int(getattr(self, name))
 
 
-class Verdict(BaseModel):
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Verdict(Record):
     """The breakdown against the card: usable = capacity − CUDA context − headroom; the
     allocator may reserve up to ``usable`` (``needed`` = peak reserved)."""
-
-    model_config = ConfigDict(frozen=True, defer_build=True)
 
     capacity: int
     cuda_context: int
@@ -92,9 +91,8 @@ class Verdict(BaseModel):
     problems: tuple[str, ...] = ()
 
 
-class Explanation(BaseModel):
-    model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True, defer_build=True)
-
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Explanation(Record):
     model: ModelSpec
     gpu: GpuSpec
     config: TrainConfig

@@ -1,4 +1,4 @@
-"""A training configuration: one (pydantic, validated) or a numpy batch of many (vectorised).
+"""A training configuration: one (a checked record) or a numpy batch of many (vectorised).
 
 :class:`TrainConfig` is what a person writes; :class:`ConfigBatch` is the same knobs as numpy
 columns, with every categorical choice already resolved to bytes per value, so that the memory and
@@ -12,7 +12,6 @@ from dataclasses import dataclass, fields
 from typing import Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from constraints.backends import BACKEND_CODE, BACKEND_NAMES, infer_backend, why_not
 from constraints.errors import FitplanError
@@ -30,6 +29,7 @@ from constraints.precision import (
     recipe,
     with_compute,
 )
+from constraints.record import Record, bounded
 
 Method = Literal["full", "lora", "qlora"]
 METHODS: tuple[Method, ...] = ("full", "lora", "qlora")
@@ -101,32 +101,31 @@ COLUMN_DTYPES: dict[str, type] = {
 }
 
 
-class TrainConfig(BaseModel):
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TrainConfig(Record):
     """One training configuration (per data-parallel replica unless stated)."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
-
     method: Method = "full"
-    lora_rank: int = Field(default=16, ge=1, le=65536)
+    lora_rank: int = bounded(16, ge=1, le=65536)
     lora_targets: str = "all-linear"
-    lora_dropout: float = Field(default=0.0, ge=0.0, lt=1.0)
+    lora_dropout: float = bounded(0.0, ge=0.0, lt=1.0)
     recipe: str = DEFAULT_RECIPE
     weight_dtype: str | None = None
     adapter_dtype: str | None = None
     compute_dtype: str | None = None
     optimizer: str = "adamw"
     quant: str = "none"
-    micro_batch: int = Field(default=1, ge=1, le=1_000_000)
-    seq_len: int = Field(default=2048, ge=1, le=10_000_000)
-    grad_accum: int = Field(default=1, ge=1, le=1_000_000)
+    micro_batch: int = bounded(1, ge=1, le=1_000_000)
+    seq_len: int = bounded(2048, ge=1, le=10_000_000)
+    grad_accum: int = bounded(1, ge=1, le=1_000_000)
     checkpointing: Literal["none", "selective", "full"] = "none"
     attention: Literal["flash", "sdpa", "eager"] = "flash"
     loss: Literal["standard", "chunked", "fused"] = "standard"
-    zero: int = Field(default=0, ge=0, le=3)
+    zero: int = bounded(0, ge=0, le=3)
     offload: Literal["none", "optimizer", "all"] = "none"
-    tp: int = Field(default=1, ge=1, le=1024)
-    pp: int = Field(default=1, ge=1, le=1024)
-    dp: int = Field(default=1, ge=1, le=1_000_000)
+    tp: int = bounded(1, ge=1, le=1024)
+    pp: int = bounded(1, ge=1, le=1024)
+    dp: int = bounded(1, ge=1, le=1_000_000)
     optimizer_in_backward: bool = False
     # ---- issue 11: the training framework (constraints/backends.py); None = inferred
     backend: Literal["single", "ddp", "deepspeed", "fsdp2", "fsdp1", "megatron"] | None = None
@@ -138,7 +137,7 @@ class TrainConfig(BaseModel):
     #: tensor-parallel communication overlapped with the GEMMs (Megatron tp_comm_overlap, async TP)
     tp_comm_overlap: bool = False
     #: virtual pipeline stages per rank (interleaved 1F1B); 1 = plain 1F1B
-    virtual_stages: int = Field(default=1, ge=1, le=128)
+    virtual_stages: int = bounded(1, ge=1, le=128)
     #: whose model code runs the layers: its eager kernels differ (constraints/eager_traffic.py);
     #: fitplan emits Hugging Face code, the others describe measured runs
     model_code: Literal["hf", "torchtune", "torchtitan", "torchtitan-fused-rmsnorm"] = "hf"
@@ -146,8 +145,7 @@ class TrainConfig(BaseModel):
     #: PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (torchtitan's run_train.sh sets it)
     expandable_segments: bool = False
 
-    @model_validator(mode="after")
-    def _consistent(self) -> TrainConfig:
+    def _consistent(self) -> None:
         recipe(self.recipe)
         optimizer(self.optimizer)
         quant(self.quant)
@@ -180,7 +178,6 @@ class TrainConfig(BaseModel):
             )
         if self.backend is None:
             object.__setattr__(self, "backend", self.inferred_backend())
-        return self
 
     def inferred_backend(self) -> str:
         """The backend this configuration runs under when none is given."""

@@ -9,30 +9,29 @@ rate that training frameworks run at. ``usd_per_gpu_hour`` is a fitplan default,
 from __future__ import annotations
 
 import csv
+from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field
-
 from constraints.errors import FitplanError, unknown_name
+from constraints.record import Record, bounded
 from constraints.units import looks_like_size, parse_size
 
 DATA_DIR = Path(__file__).parent / "data"
 
 
-class GpuSpec(BaseModel):
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GpuSpec(Record):
     """One accelerator. Bandwidths in GB/s (1e9 bytes/s) per direction; compute in dense TFLOPS."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     id: str
     name: str
     vendor: str = "custom"
     architecture: str = "custom"
     compute_capability: str = "9.0"
-    memory_bytes: int = Field(gt=0)
+    memory_bytes: int = bounded(gt=0)
     memory_reported_as: str = ""
-    bandwidth_gb_s: float = Field(default=1000.0, gt=0)
+    bandwidth_gb_s: float = bounded(1000.0, gt=0)
     fp32_tflops: float = 0.0
     tf32_tflops: float = 0.0
     bf16_tflops: float = 0.0
@@ -47,7 +46,7 @@ class GpuSpec(BaseModel):
     supports_flash_attention: bool = True
     usd_per_gpu_hour: float | None = None
     #: GPUs one NVLink domain joins when it spans more than a node (72 for GB200 NVL72); 0: the node
-    nvlink_domain: int = Field(default=0, ge=0)
+    nvlink_domain: int = bounded(0, ge=0)
     source: str = ""
     notes: str = ""
     custom: bool = False

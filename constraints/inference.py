@@ -9,7 +9,7 @@ logits for the last position only (transformers logits_to_keep=1).
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict
+from dataclasses import dataclass
 
 from constraints import constants as C
 from constraints.cuda_context import context_bytes as gpu_context_bytes
@@ -18,11 +18,11 @@ from constraints.gpus import GpuSpec
 from constraints.model_states import model_facts
 from constraints.models import ModelSpec
 from constraints.precision import QUANTS, dtype_bytes
+from constraints.record import Record
 
 
-class InferenceBreakdown(BaseModel):
-    model_config = ConfigDict(frozen=True, defer_build=True)
-
+@dataclass(frozen=True, slots=True, kw_only=True)
+class InferenceBreakdown(Record):
     weights: int
     kv_cache: int
     workspace: int

@@ -7,10 +7,11 @@ one from a Hugging Face ``config.json``, :mod:`constraints.models` from the cata
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from constraints.record import Record, bounded
 
 DATA_DIR = Path(__file__).parent / "data"
 
@@ -36,26 +37,25 @@ LLAMA_LIKE = {
 SUPPORTED_TYPES = sorted(LLAMA_LIKE | {"gpt2", "opt", "falcon", "t5", "mt5", "bert"})
 
 
-class ModelSpec(BaseModel):
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ModelSpec(Record):
     """A transformer, described by the numbers that decide its memory and compute."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     id: str
     name: str
-    family: str = Field(description="HF model_type, or 'raw'")
+    family: str  # HF model_type, or 'raw'
     arch: Arch = "decoder"
-    hidden: int = Field(gt=0)
-    layers: int = Field(gt=0, description="decoder layers (all layers for decoder-only / encoder)")
-    encoder_layers: int = Field(default=0, ge=0, description="encoder layers of an encoder-decoder")
-    heads: int = Field(gt=0)
-    kv_heads: int = Field(gt=0)
-    head_dim: int = Field(gt=0)
-    intermediate: int = Field(ge=0)
-    vocab: int = Field(gt=0)
+    hidden: int = bounded(gt=0)
+    layers: int = bounded(gt=0)  # decoder layers (all layers for decoder-only / encoder)
+    encoder_layers: int = bounded(0, ge=0)  # encoder layers of an encoder-decoder
+    heads: int = bounded(gt=0)
+    kv_heads: int = bounded(gt=0)
+    head_dim: int = bounded(gt=0)
+    intermediate: int = bounded(ge=0)
+    vocab: int = bounded(gt=0)
     max_position: int | None = None
     tie_embeddings: bool = False
-    learned_positions: int = Field(default=0, ge=0, description="rows of a learned position table")
+    learned_positions: int = bounded(0, ge=0)  # rows of a learned position table
     token_types: int = 0
     pooler: bool = False
     embed_norm: bool = False
@@ -99,7 +99,7 @@ class ModelSpec(BaseModel):
     source: str = ""
     published_total_params: int | None = None
     notes: str = ""
-    caveats: str = Field(default="", description="what fitplan assumed when reading the config")
+    caveats: str = ""  # what fitplan assumed when reading the config
 
     @property
     def is_moe(self) -> bool:

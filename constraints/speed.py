@@ -11,21 +11,20 @@ What ``fitplan explain`` prints beside the memory, whether the configuration fit
 from __future__ import annotations
 
 import math
-
-from pydantic import BaseModel, ConfigDict
+from dataclasses import dataclass
 
 from constraints.config import ConfigBatch, TrainConfig
 from constraints.gpus import GpuSpec
 from constraints.models import ModelSpec
+from constraints.record import Record
 from constraints.throughput import DECOMPOSITION, DEFAULT_INTER_NODE_GB_S, throughput_arrays
 
 __all__ = ["StepTime", "speed_of"]
 
 
-class StepTime(BaseModel):
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StepTime(Record):
     """Seconds per optimizer step and its parts (they add up to ``step_time_s``); tokens/s."""
-
-    model_config = ConfigDict(frozen=True)
 
     step_time_s: float
     tokens_per_step: float

@@ -2,14 +2,39 @@
 
 from __future__ import annotations
 
+import os
+import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from rich.console import Console
+if TYPE_CHECKING:
+    from rich.console import Console
+
+
+def plain_output(stderr: bool = False) -> bool:
+    """Whether rich would draw to this stream without colour (not a terminal, as its
+    ``Console.is_terminal`` decides: no TTY_COMPATIBLE / FORCE_COLOR, no IDLE, no Jupyter)."""
+    if {"TTY_COMPATIBLE", "FORCE_COLOR", "TTY_INTERACTIVE"} & set(os.environ):
+        return False
+    if getattr(sys.stdin, "__module__", "").startswith("idlelib") or "IPython" in sys.modules:
+        return False
+    isatty = getattr(sys.stderr if stderr else sys.stdout, "isatty", None)
+    try:
+        return isatty is None or not isatty()
+    except ValueError:
+        return True
 
 
 def console(stderr: bool = False) -> Console:
+    """The console commands print to: rich's on a terminal; otherwise (piped, captured) the
+    same text drawn without importing rich (searcher/plain_text.py), width 180."""
+    if plain_output(stderr):
+        from searcher.plain_text import PlainConsole
+
+        return PlainConsole(stderr=stderr, width=180)  # type: ignore[return-value]
+    from rich.console import Console
+
     c = Console(stderr=stderr, highlight=False, soft_wrap=False)
     if not c.is_terminal:
         c = Console(stderr=stderr, highlight=False, soft_wrap=False, width=180)

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
-from pydantic import BaseModel
 
 from constraints.breakdown import usable_bytes
 from constraints.config import CODE
@@ -15,6 +15,7 @@ from constraints.gpus import GpuSpec
 from constraints.inference import inference_memory
 from constraints.models import ModelSpec
 from constraints.params import total_params
+from constraints.record import Record
 from constraints.units import GiB
 from searcher.search.briefs import knobs_brief
 from searcher.search.run import run_search
@@ -24,7 +25,8 @@ from searcher.search.strategies import ExhaustiveStrategy, Progress
 FAMILIES = ("qlora", "lora", "full")
 
 
-class FitsCell(BaseModel):
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FitsCell(Record):
     ok: bool
     summary: str
     needed_bytes: int | None = None
@@ -32,7 +34,8 @@ class FitsCell(BaseModel):
     config: dict[str, object] | None = None
 
 
-class FitsRow(BaseModel):
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FitsRow(Record):
     model: str
     name: str
     params: int

@@ -6,7 +6,7 @@ import argparse
 import re
 import sys
 from collections.abc import Callable, Sequence
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from constraints import limits as L
 from searcher.cli.args import FAMILY_HELP, config_args, gpu_args, model_args, search_args
@@ -15,6 +15,7 @@ from searcher.cli.fleet import register as register_fleet
 from searcher.cli.inverse import register as register_max
 from searcher.cli.launch import add_emit_args
 from searcher.cli.launch import register as register_launch
+from searcher.cli.only_command import OnlyCommand
 from searcher.cli.serve import register as register_serve
 from searcher.cli.speed_args import add_topology_args
 from searcher.cli.stack import add_stack_arg
@@ -65,7 +66,9 @@ def _report_args(p: argparse.ArgumentParser, force: bool) -> None:
         p.add_argument("--force", action="store_true", help="overwrite the --report file")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The ``fitplan`` parser; with ``command``, only that subcommand's arguments are built
+    (the others' add_argument calls were half of a cold explain's parsing)."""
     parser = _Parser(
         prog="fitplan",
         description="What LLM training configuration fits on your GPUs, and which is fastest and cheapest.",
@@ -73,7 +76,9 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version="fitplan 0.1.0")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    sub: Any = OnlyCommand(
+        parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser), command
+    )
 
     p = sub.add_parser(
         "explain",
@@ -350,20 +355,24 @@ def _load(handler: str) -> Callable[[argparse.Namespace], int]:
     return fn
 
 
-#: the parser of this process's command, once built (advice reads its option strings)
-_BUILT: list[argparse.ArgumentParser] = []
+#: the parser of this process's command, once built, and the command it was built for (None:
+#: all); advice reads its option strings
+_BUILT: list[tuple[argparse.ArgumentParser, str | None]] = []
 
 
-def current_parser() -> argparse.ArgumentParser:
-    """The parser :func:`main` parsed with, or a new one: built once per process (~10 ms)."""
-    if not _BUILT:
-        _BUILT.append(build_parser())
-    return _BUILT[-1]
+def current_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The parser :func:`main` parsed with where it has ``command``'s arguments, else a new
+    one with them: built once per process (~10 ms)."""
+    if not _BUILT or _BUILT[-1][1] not in (None, command):
+        _BUILT.append((build_parser(command), command))
+    return _BUILT[-1][0]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    _BUILT[:] = [parser]
+    given = list(sys.argv[1:] if argv is None else argv)
+    command = given[0] if given and not given[0].startswith("-") else None
+    parser = build_parser(command)
+    _BUILT[:] = [(parser, command)]
     try:
         args = parser.parse_args(argv)
     except SystemExit as stop:  # --help, --version, or a usage error already printed

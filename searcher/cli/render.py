@@ -4,16 +4,16 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from rich.console import Console
-from rich.table import Table
-
 from constraints.memory import TERMS
 from constraints.speed import StepTime
 from constraints.units import GB, GiB, fmt_bytes, fmt_count
+from searcher.plain_text import Table
 from searcher.search.briefs import config_brief
 from searcher.terminal import console
 
 if TYPE_CHECKING:
+    from rich.console import Console
+
     from searcher.search.levers import AdvisedExplanation
 
 
@@ -57,7 +57,7 @@ def command_options(command: str) -> set[str]:
     import importlib
 
     # looked up by name, as handlers are: the parser imports the command modules that print
-    parser = importlib.import_module("searcher.cli.parser").current_parser()
+    parser = importlib.import_module("searcher.cli.parser").current_parser(command)
     sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
     return {o for a in sub.choices[command]._actions for o in a.option_strings}
 
@@ -87,7 +87,7 @@ def print_explanation(
     )
     cols += [("% of peak", "right")] + ([("B/param", "right")] if detail else [])
     for col, justify in cols:
-        table.add_column(col, justify=justify)  # type: ignore[arg-type]
+        table.add_column(col, justify=justify)
     params = max(e.params_total, 1)
 
     def cells(label: str, value: int) -> list[str]:

@@ -45,7 +45,7 @@ def stack_line(stack: Stack) -> str:
 def install_hint(packages: Iterable[str]) -> str:
     """``pip install name==version …``: the releases the launch files are written for
     (searcher/emitters/data/versions.json) where fitplan pins one."""
-    from searcher.emitters.common import released_versions
+    from searcher.emitters.versions import released_versions
 
     pins = released_versions("hf")
     return "pip install " + " ".join(f"{p}=={pins[p]}" if p in pins else p for p in packages)

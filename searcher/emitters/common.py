@@ -8,6 +8,7 @@ from pathlib import Path
 
 from searcher.emitters.base import EmitOptions, EmittedFile
 from searcher.emitters.plan import Plan
+from searcher.emitters.versions import released_versions
 
 PLAN_FILE = "plan.json"
 #: the model's Hugging Face config, written beside the script: ``--random-init`` builds from it,
@@ -58,15 +59,6 @@ def model_config_file(plan: Plan) -> list[EmittedFile]:
     if config is None:
         return []
     return [EmittedFile(MODEL_CONFIG_FILE, json.dumps(config, indent=2, sort_keys=True) + "\n")]
-
-
-#: the released versions each format is written for (data/versions.json, with its source)
-VERSIONS_FILE = Path(__file__).resolve().parent / "data" / "versions.json"
-
-
-def released_versions(group: str) -> dict[str, str]:
-    pins: dict[str, str] = json.loads(VERSIONS_FILE.read_text(encoding="utf-8"))[group]
-    return pins
 
 
 def requirements_file(group: str, packages: list[tuple[str, str]]) -> EmittedFile:

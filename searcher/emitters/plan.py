@@ -17,6 +17,7 @@ from constraints.config import TrainConfig
 from constraints.errors import FitplanError
 from constraints.models import ModelSpec, catalog_entry, resolve_model
 from constraints.precision import FLOAT_DTYPES
+from constraints.record import InvalidField
 from searcher.emitters.knobs import KNOB_NAMES
 
 PLAN_HINT = "write one with `fitplan search … --json` (one member of its front) or pass that output with --pick N"
@@ -166,18 +167,13 @@ def load_plan(
     if missing:
         raise _not_a_plan(path, f"config lacks {', '.join(missing)}")
     fields = {k: v for k, v in cfg.items() if k in KNOB_NAMES}
-    from pydantic import ValidationError
-
     try:
         config = TrainConfig.model_validate(fields, strict=True)  # "8" is not 8
-    except ValidationError as err:
-        first = err.errors()[0]
-        where = ".".join(str(x) for x in first.get("loc", ())) or "config"
-        cause = first.get("ctx", {}).get("error")
-        if isinstance(cause, FitplanError):
-            raise FitplanError(f"{path}: {cause}") from None
+    except InvalidField as err:
+        if isinstance(err.cause, FitplanError):
+            raise FitplanError(f"{path}: {err.cause}") from None
         raise FitplanError(
-            f"{path}: config.{where}: {first.get('msg', 'invalid value')} (got {excerpt(first.get('input'))})"
+            f"{path}: config.{err.field or 'config'}: {err.msg} (got {excerpt(err.value)})"
         ) from None
     if "gpus" in cfg and cfg["gpus"] != config.gpus:
         raise _not_a_plan(path, f"config.gpus {cfg['gpus']} is not dp × tp × pp = {config.gpus}")

@@ -48,7 +48,7 @@ def _explain_metrics(case: Case) -> dict[str, Any]:
 
     spec = model_of(case.model)
     gpu = resolve_gpu(case.gpu)
-    cfg = TrainConfig(**case.config)
+    cfg = TrainConfig.model_validate(case.config)
     e = advise(spec, cfg, gpu, DEFAULT_HEADROOM if case.headroom is None else case.headroom)
     j = explanation_json(e)
     metrics: dict[str, Any] = dict(j["memory_bytes"])

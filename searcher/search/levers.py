@@ -14,9 +14,8 @@ so a printed lever cannot say one thing and cost another.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
-
-from pydantic import BaseModel, ConfigDict
 
 from constraints.breakdown import Explanation, MemoryBreakdown, breakdown_of, explain, verdict_of
 from constraints.config import ConfigBatch, TrainConfig
@@ -26,6 +25,7 @@ from constraints.gpus import GpuSpec
 from constraints.hardware import describe, hardware_mask
 from constraints.memory import TERMS
 from constraints.models import ModelSpec
+from constraints.record import Record
 
 #: TrainConfig field -> the ``fitplan explain`` option that sets it (searcher/cli/parser.py
 #: ``config_args`` in searcher/cli/args.py; tests/search/test_levers.py holds the two together). ``dp`` has no option: it
@@ -188,9 +188,8 @@ LEVERS: list[tuple[str, str, Callable[[TrainConfig], Change | None]]] = [
 ]
 
 
-class Lever(BaseModel):
-    model_config = ConfigDict(frozen=True, defer_build=True)
-
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Lever(Record):
     term: str
     change: str
     flags: str
@@ -200,6 +199,7 @@ class Lever(BaseModel):
     fits: bool
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
 class AdvisedExplanation(Explanation):
     """An explanation with the levers that shrink its peak."""
 
