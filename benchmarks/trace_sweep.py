@@ -57,7 +57,17 @@ KNOBS: dict[str, tuple[Any, ...]] = {
     "quant": ("nf4", "nf4-dq"),
     "recipe": ("bf16-torch", "bf16-master", "amp", "fp32"),
     "compute_dtype": (None, None, "fp16"),
-    "optimizer": ("adamw", "adamw", "adamw-8bit", "paged-adamw-8bit", "sgd-momentum", "lion"),
+    # adamw is torch's fused AdamW on both sides (HF Trainer's adamw_torch_fused)
+    "optimizer": (
+        "adamw",
+        "adamw",
+        "adamw-8bit",
+        "paged-adamw-8bit",
+        "sgd-momentum",
+        "sgd",
+        "adafactor",
+        "lion",
+    ),
     "micro_batch": (1, 2, 4, 8, 16),
     "seq_len": (256, 512, 1024, 2048, 4096, 8192, 16384),
     "attention": ("eager", "sdpa", "flash"),
@@ -167,7 +177,8 @@ def _done() -> set[str]:
     return {r["key"] for r in _all_rows()}
 
 
-def run(rows: int, seed: int, shard: tuple[int, int]) -> int:
+def run(rows: int, seed: int, shard: tuple[int, int], out: int | None = None) -> int:
+    """Trace this shard's rows not yet stored; ``out``: the CSV's number (default the shard's)."""
     from constraints.config import TrainConfig
     from searcher.truth.hf_build import quiet_transformers
     from searcher.truth.step_trace import trace_step
@@ -176,7 +187,8 @@ def run(rows: int, seed: int, shard: tuple[int, int]) -> int:
     done = _done()
     RESULTS_DIR.mkdir(parents=True, exist_ok=True)
     index, count = shard
-    path = RESULTS if index == 0 else RESULTS_DIR / f"trace_sweep.{index}.csv"
+    file_index = index if out is None else out
+    path = RESULTS if file_index == 0 else RESULTS_DIR / f"trace_sweep.{file_index}.csv"
     new = not path.exists()
     with path.open("a", newline="", encoding="utf-8") as f:
         w = csv.DictWriter(f, fieldnames=FIELDS)
@@ -317,12 +329,13 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--rows", type=int, default=600)
     r.add_argument("--seed", type=int, default=10)
     r.add_argument("--shard", default="0/1", help="i/n: trace every n-th row from the i-th")
+    r.add_argument("--file", type=int, default=None, help="write trace_sweep.N.csv")
     rep = sub.add_parser("report")
     rep.add_argument("--no-write", action="store_true")
     a = p.parse_args(argv)
     if a.command == "run":
         i, n = (int(x) for x in a.shard.split("/"))
-        return run(a.rows, a.seed, (i, n))
+        return run(a.rows, a.seed, (i, n), a.file)
     return report(not a.no_write)
 
 
