@@ -60,7 +60,7 @@ TERMS: dict[str, tuple[str, ...]] = {
         "dequant_buffer",
         "autocast_weight_copies",
     ),
-    "gradients": ("gradient_tensors", "grad_buckets"),
+    "gradients": ("gradient_tensors", "grad_buckets", "tied_embedding_grad"),
     "optimizer": ("optimizer_states", "master_weights", "optimizer_step_transient"),
     "activations": (
         "saved_activations",
@@ -81,6 +81,7 @@ PART_DOC = {
     "dequant_buffer": "16-bit copy of one quantised weight during its matmul",
     "autocast_weight_copies": "16-bit copies of fp32 weights that autocast keeps for backward",
     "gradient_tensors": "gradients alive at this moment (per GPU, after sharding)",
+    "tied_embedding_grad": "a tied embedding's second vocab × hidden gradient (its backward)",
     "grad_buckets": "DDP buckets / ZeRO reduce buckets / FSDP reduce-scatter / fp32 grad buffers",
     "optimizer_states": "optimizer states (Adam m and v, momentum, 8-bit blocks …)",
     "master_weights": "fp32 master copy of the trainable weights",
@@ -103,6 +104,7 @@ DYNAMIC_PARTS = (
     "autocast_weight_copies",
     "gradient_tensors",
     "grad_buckets",
+    "tied_embedding_grad",
     "optimizer_step_transient",
     "saved_activations",
     "recompute_layer",
@@ -157,6 +159,7 @@ def phase_parts(
             "gradient_tensors": grads_held if before_end else grads["gradient_tensors"],
             "grad_buckets": grads["grad_buckets"]
             + (grads.get("backward_buckets", zeros) if phase in (1, 2) else zeros),
+            "tied_embedding_grad": grads["tied_embedding_grad"] if phase == 2 else zeros,
             "optimizer_states": opt["optimizer_states"],
             "master_weights": opt["master_weights"],
             "optimizer_step_transient": opt["optimizer_step_transient"] if phase == 3 else zeros,

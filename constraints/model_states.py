@@ -281,7 +281,25 @@ def gradient_parts(
         np.maximum(grad_buckets, np.minimum(f.largest_tensor, p_train) * batch.grad_bytes / tp),
         grad_buckets,
     )
-    return {"gradient_tensors": grads, "grad_buckets": grad_buckets, "static": static}
+    # A tied embedding is one leaf used twice: the head's weight gradient (computed first in
+    # backward) waits in the engine's InputBuffer for the AccumulateGrad node until the
+    # embedding's backward delivers its own dense grad_weight (vocab × hidden, zeros + index_add
+    # on CUDA); then InputBuffer::accumulate sums them in place into one (input_buffer.cpp:
+    # ``old_var.add_(var)`` when it holds the last reference). At that moment two vocab × hidden
+    # gradients are alive where the set of gradients counts one (two beside the .grad of an
+    # earlier micro-batch when accumulating)
+    accumulating = (batch.grad_accum > 1) & ~batch.opt_in_bwd
+    tied = np.where(
+        spec.tie_embeddings & ~batch.is_lora & ~offload_opt & ~batch.opt_in_bwd,
+        float(spec.vocab) * spec.hidden * batch.grad_bytes / tp * (1.0 + accumulating),
+        0.0,
+    )
+    return {
+        "gradient_tensors": grads,
+        "grad_buckets": grad_buckets,
+        "static": static,
+        "tied_embedding_grad": tied,
+    }
 
 
 def optimizer_parts(
