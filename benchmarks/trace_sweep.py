@@ -2,6 +2,7 @@
 
     PYTHONPATH=. python benchmarks/trace_sweep.py run --rows 600 [--shard 0/2] [--seed 10]
     PYTHONPATH=. python benchmarks/trace_sweep.py report        # docs/trace_sweep.md + summary
+    PYTHONPATH=. python benchmarks/trace_sweep.py drop --model-prefix gpt2 --method qlora
 
 ``run`` draws single-GPU configurations at random (fixed seed) over the catalog families and the
 knobs below, traces each (:func:`searcher.truth.step_trace.trace_step`, two steps, 3 and 4
@@ -32,6 +33,8 @@ RESULTS_DIR = ROOT / "benchmarks" / "results"
 #: one CSV per shard (trace_sweep.csv, trace_sweep.1.csv, …): workers never share a file
 RESULTS = RESULTS_DIR / "trace_sweep.csv"
 DOC = ROOT / "docs" / "trace_sweep.md"
+#: configurations whose stored traces a tracer fix made stale (``drop``): ``run`` traces them first
+RETRACE = RESULTS_DIR / "trace_sweep_retrace.json"
 #: what follows this line in the doc is hand-written and survives ``report``
 KEPT_MARKER = "<!-- hand-written below: kept by report -->"
 
@@ -134,6 +137,26 @@ def _model(model: str) -> tuple[dict[str, Any], Any]:
     return hf, spec
 
 
+#: MoE models: transformers' grouped_mm experts take bf16 inputs only (traced on fp32 / fp16:
+#: "Expected inputs of BF16 type"), so their drawn rows run bf16 recipes
+MOE_MODELS = frozenset(FAMILIES["moe"])
+#: PEFT has no default target modules for these model types ("Please specify target_modules")
+NO_PEFT_DEFAULT_TARGETS = frozenset({"phi-3-mini-4k", *FAMILIES["moe"]})
+
+
+def known_unsupported(model: str, cfg: dict[str, Any]) -> str:
+    """Why the real stack refuses ``cfg`` on ``model`` ('' if it runs): seen as tracer errors."""
+    if model.startswith("gemma-2") and cfg["attention"] == "sdpa":
+        return "transformers' Gemma2 has no SDPA attention"
+    if model in MOE_MODELS and (
+        cfg["recipe"] in ("fp32", "amp") or cfg.get("compute_dtype") == "fp16"
+    ):
+        return "grouped_mm experts need bf16"
+    if model in NO_PEFT_DEFAULT_TARGETS and cfg.get("lora_targets") == "default":
+        return "PEFT has no default LoRA targets for it"
+    return ""
+
+
 def draw_configs(n: int, seed: int) -> list[tuple[str, str, dict[str, Any]]]:
     """``n`` distinct configurations the tracer and the analytic model both accept."""
     from constraints.config import TrainConfig
@@ -147,7 +170,7 @@ def draw_configs(n: int, seed: int) -> list[tuple[str, str, dict[str, Any]]]:
     while len(out) < n:
         family, model, cfg = _draw(rng)
         key = _key(model, cfg)
-        if key in seen:
+        if key in seen or known_unsupported(model, cfg):
             continue
         try:
             tc = TrainConfig(**cfg)
@@ -177,6 +200,35 @@ def _done() -> set[str]:
     return {r["key"] for r in _all_rows()}
 
 
+def _retrace_list() -> list[tuple[str, str, dict[str, Any]]]:
+    if not RETRACE.exists():
+        return []
+    return [(f, m, c) for f, m, c in json.loads(RETRACE.read_text(encoding="utf-8"))]
+
+
+def drop(model_prefix: str, method: str) -> int:
+    """Remove the stored rows a tracer fix made stale (model id prefix, method) from every CSV
+    and list their configurations in ``RETRACE``, which ``run`` traces first."""
+    stale = _retrace_list()
+    for path in _shard_files():
+        with path.open(encoding="utf-8") as f:
+            rows = list(csv.DictReader(f))
+        keep = []
+        for r in rows:
+            cfg = json.loads(r["config"])
+            if r["model"].startswith(model_prefix) and cfg["method"] == method:
+                stale.append((r["family"], r["model"], cfg))
+            else:
+                keep.append(r)
+        with path.open("w", newline="", encoding="utf-8") as f:
+            w = csv.DictWriter(f, fieldnames=FIELDS)
+            w.writeheader()
+            w.writerows(keep)
+        print(f"{path.name}: {len(rows) - len(keep)} rows dropped")
+    RETRACE.write_text(json.dumps(stale, indent=0) + "\n", encoding="utf-8")
+    return 0
+
+
 def run(rows: int, seed: int, shard: tuple[int, int], out: int | None = None) -> int:
     """Trace this shard's rows not yet stored; ``out``: the CSV's number (default the shard's)."""
     from constraints.config import TrainConfig
@@ -194,10 +246,14 @@ def run(rows: int, seed: int, shard: tuple[int, int], out: int | None = None) ->
         w = csv.DictWriter(f, fieldnames=FIELDS)
         if new:
             w.writeheader()
-        for i, (family, model, cfg) in enumerate(draw_configs(rows, seed)):
+        todo = [(0, c) for c in _retrace_list()] + [
+            (i, c) for i, c in enumerate(draw_configs(rows, seed)) if i % count == index
+        ]
+        for i, (family, model, cfg) in todo:
             key = _key(model, cfg)
-            if i % count != index or key in done:
+            if key in done:
                 continue
+            done.add(key)
             hf, spec = _model(model)
             start = time.perf_counter()
             row: dict[str, Any] = {"key": key, "family": family, "model": model}
@@ -330,12 +386,17 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--seed", type=int, default=10)
     r.add_argument("--shard", default="0/1", help="i/n: trace every n-th row from the i-th")
     r.add_argument("--file", type=int, default=None, help="write trace_sweep.N.csv")
+    d = sub.add_parser("drop", help="forget the rows a tracer fix made stale; run retraces them")
+    d.add_argument("--model-prefix", required=True)
+    d.add_argument("--method", required=True)
     rep = sub.add_parser("report")
     rep.add_argument("--no-write", action="store_true")
     a = p.parse_args(argv)
     if a.command == "run":
         i, n = (int(x) for x in a.shard.split("/"))
         return run(a.rows, a.seed, (i, n), a.file)
+    if a.command == "drop":
+        return drop(a.model_prefix, a.method)
     return report(not a.no_write)
 
 
