@@ -294,7 +294,9 @@ def analytic_errors(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         if r["model"] not in specs:
             specs[r["model"]] = _model(r["model"])[1]
         # the tracer ran PEFT with its default fp32 adapters (autocast_adapter_dtype=True)
-        as_traced = {**cfg, "adapter_dtype": "fp32"} if cfg["method"] != "full" else cfg
+        as_traced = {**cfg, "adapter_dtype": "fp32"} if cfg["method"] != "full" else dict(cfg)
+        # the tracer runs a plain torch step on one GPU, whatever backend the recipe implies
+        as_traced["backend"] = "single"
         a = explain(specs[r["model"]], TrainConfig(**as_traced), gpu).breakdown
         traced = int(r["traced_bytes"])
         out.append(

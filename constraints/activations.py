@@ -32,8 +32,8 @@ from typing import TypeVar
 import numpy as np
 
 from constraints import constants as C
+from constraints.attention_transients import backward_transient_bytes, forward_transient_bytes
 from constraints.config import CODE, ConfigBatch
-from constraints.forward_transients import forward_transient_bytes
 from constraints.model_spec import ModelSpec
 from constraints.model_states import model_facts
 from constraints.parallel_activations import op_sac_elements, per_op_sac, sequence_parallel
@@ -443,5 +443,6 @@ def activation_arrays(spec: ModelSpec, batch: ConfigBatch) -> dict[str, np.ndarr
         "recompute": recompute,
         "end": saved / max(layers, 1.0),
         "forward": forward_transient_bytes(spec, batch, b_c, b_soft) * in_flight / pp,
+        "attention_backward": backward_transient_bytes(spec, batch, b_c, b_soft),
         "written": uncheckpointed,
     }

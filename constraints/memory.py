@@ -13,7 +13,7 @@ the largest of five moments, each reported with the terms alive at it:
     C  end of backward:  weights + states + all gradients + the first layer's activations
     D  optimizer step:   weights + states + all gradients + the step's transient
     E  forward:          weights + states + (gradients if accumulating) + all activations + the
-                         forward tensors of one checkpointed layer (constraints/forward_transients.py)
+                         forward tensors of one checkpointed layer (constraints/attention_transients.py)
 
 Every function here takes a :class:`ConfigBatch` and returns numpy arrays: one code path for one
 configuration and for a million.
@@ -66,6 +66,7 @@ TERMS: dict[str, tuple[str, ...]] = {
         "saved_activations",
         "recompute_layer",
         "forward_layer",
+        "attention_backward",
         "logits_and_loss",
         "workspace",
     ),
@@ -88,6 +89,7 @@ PART_DOC = {
     "optimizer_step_transient": "temporaries of the optimizer step (fp32 grad partition …)",
     "saved_activations": "tensors saved for backward, all layers",
     "recompute_layer": "one layer recomputed during backward (checkpointing) ",
+    "attention_backward": "one layer's eager score gradients beside its saved scores (backward)",
     "forward_layer": "one checkpointed layer's forward tensors (eager scores, full checkpointing)",
     "logits_and_loss": "logits, their fp32 log-softmax and its gradient",
     "workspace": "cuBLAS workspace",
@@ -109,6 +111,7 @@ DYNAMIC_PARTS = (
     "saved_activations",
     "recompute_layer",
     "forward_layer",
+    "attention_backward",
     "logits_and_loss",
 )
 
@@ -168,6 +171,7 @@ def phase_parts(
             else (act["end"] if phase == 2 else zeros),
             "recompute_layer": act["recompute"] if phase in (1, 2) else zeros,
             "forward_layer": act["forward"] if phase == 4 else zeros,
+            "attention_backward": act["attention_backward"] if phase == 1 else zeros,
             "logits_and_loss": logits if phase == 0 else zeros,
             "workspace": workspace,
         }

@@ -1,5 +1,8 @@
-"""The forward moment of a fully checkpointed step: one layer's forward tensors on top of the
-checkpointed inputs of all layers.
+"""Eager attention's score-sized tensors that are alive without being saved: one layer's forward
+under full checkpointing, and one layer's attention backward.
+
+Forward. The forward moment of a fully checkpointed step is one layer's forward tensors on top
+of the checkpointed inputs of all layers.
 
 Under full (non-reentrant) checkpointing a layer's forward keeps none of its saved tensors, but
 the tensors it computes are alive while it runs, and the largest of them at long sequences are
@@ -29,14 +32,29 @@ the model's code, read from transformers 5.24:
 Other catalog families' decoder layers drop their attention weights inside the layer (``hidden_states,
 _ = self.self_attn(...)``), and their traced peaks under full checkpointing are in the backward;
 they get no forward moment here.
+
+Backward. A layer's attention backward walks the chain back from ``probs @ v``: the probability
+gradient (``grad_out @ vᵀ``, a new score tensor) meets the saved softmax output in
+``_softmax_backward_data``, whose output (the scores' gradient, in the softmax input's dtype) is a
+third. Where HF runs ``softmax(scores, dtype=float32).to(query.dtype)`` (Llama-style families,
+OPT), the PV matmul's saved 16-bit copy is released with its node, ``ToCopyBackward`` makes the
+gradient fp32, and the softmax's saved output is fp32: 4 + 4 + softmax-input bytes per score
+element. Elsewhere (GPT-2, Falcon …): softmax output, its gradient and the scores' gradient, all
+in the softmax dtype, plus the 1-byte dropout mask where attention dropout runs. The analytic
+layer already counts the score tensors it saves; the term is the excess of this peak over them.
+Traced (Qwen2.5-0.5B LoRA fp32 eager full checkpointing 4 × 16384, peak in the last layer's
+backward): three float32[4, 14, 16384, 16384] temporaries at the peak, 12 bytes per element;
+the layer's saved score tensors are 4 (fp32 softmax output; the cast is a no-op in fp32).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from constraints import constants as C
 from constraints.config import CODE, ConfigBatch
 from constraints.model_spec import ModelSpec
+from constraints.saved_tensors import HF_FP32_SOFTMAX
 
 #: families whose decoder layer returns its attention probabilities to the model's layer loop
 #: (kept there until the next layer returns: transformers ``modeling_falcon.py``)
@@ -56,9 +74,7 @@ def forward_transient_bytes(
         return np.zeros(n)
     eager = batch.attention == CODE["attention"]["eager"]
     full_ckpt = batch.checkpointing == CODE["checkpointing"]["full"]
-    s = batch.seq_len.astype(np.float64)
-    # score elements of one layer: micro-batch × heads × s² (heads split by tensor parallelism)
-    scores = batch.micro_batch * s * s * spec.heads / batch.tp.astype(np.float64)
+    scores = _scores(spec, batch)
     per_element = (
         compute_bytes  # T1: q @ kᵀ, scaled in place
         + softmax_bytes  # T2: T1 + mask
@@ -66,3 +82,33 @@ def forward_transient_bytes(
         + softmax_bytes  # the previous layer's T3, held in the layer loop's ``outputs``
     )
     return np.where(eager & full_ckpt, scores * per_element, 0.0)
+
+
+def _scores(spec: ModelSpec, batch: ConfigBatch) -> np.ndarray:
+    """Score elements of one layer: micro-batch × heads × s² (heads split by tensor parallelism)."""
+    s = batch.seq_len.astype(np.float64)
+    return batch.micro_batch * s * s * spec.heads / batch.tp.astype(np.float64)
+
+
+def backward_transient_bytes(
+    spec: ModelSpec, batch: ConfigBatch, compute_bytes: np.ndarray, softmax_bytes: np.ndarray
+) -> np.ndarray:
+    """Bytes per micro-batch of one layer's eager attention backward beyond its saved scores."""
+    n = len(batch)
+    eager = batch.attention == CODE["attention"]["eager"]
+    cast16 = np.where(compute_bytes >= 4, 0.0, compute_bytes)  # .to(query.dtype): no-op in fp32
+    dropout = 1.0 if spec.attention_dropout > 0 else 0.0
+    if spec.family in HF_FP32_SOFTMAX:
+        peak = (
+            C.FP32_BYTES  # the saved fp32 softmax output
+            + C.FP32_BYTES  # its gradient (ToCopyBackward of the 16-bit copy's gradient)
+            + softmax_bytes  # the scores' gradient, in the softmax input's dtype
+        )
+        saved = C.FP32_BYTES + cast16
+    else:
+        peak = 3 * softmax_bytes + dropout  # output, its gradient, the scores' gradient; mask
+        saved = softmax_bytes + dropout * (1.0 + compute_bytes)  # + mask, dropped probabilities
+    if spec.family == "gemma2":
+        saved = saved + compute_bytes  # the soft-cap tanh output (saved_tensors.py)
+    extra = np.maximum(peak - saved, 0.0) + np.zeros(n)
+    return np.where(eager, _scores(spec, batch) * extra, 0.0)
