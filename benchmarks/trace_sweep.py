@@ -137,7 +137,7 @@ def _model(model: str) -> tuple[dict[str, Any], Any]:
     return hf, spec
 
 
-#: MoE models: transformers' grouped_mm experts take bf16 inputs only (traced on fp32 / fp16:
+#: MoE models: the tracer runs transformers' grouped_mm experts, bf16 inputs only (traced on fp32 / fp16:
 #: "Expected inputs of BF16 type"), so their drawn rows run bf16 recipes
 MOE_MODELS = frozenset(FAMILIES["moe"])
 #: PEFT has no default target modules for these model types ("Please specify target_modules")
@@ -149,7 +149,9 @@ def known_unsupported(model: str, cfg: dict[str, Any]) -> str:
     if model.startswith("gemma-2") and cfg["attention"] == "sdpa":
         return "transformers' Gemma2 has no SDPA attention"
     if model in MOE_MODELS and (
-        cfg["recipe"] in ("fp32", "amp") or cfg.get("compute_dtype") == "fp16"
+        cfg["recipe"] in ("fp32", "amp")
+        or cfg.get("compute_dtype") == "fp16"
+        or cfg["method"] == "qlora"  # prepare_model_for_kbit_training upcasts the experts to fp32
     ):
         return "grouped_mm experts need bf16"
     if model in NO_PEFT_DEFAULT_TARGETS and cfg.get("lora_targets") == "default":
