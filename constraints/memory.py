@@ -159,7 +159,9 @@ def phase_parts(
             + (weights["autocast_layer_copies"] if phase == 1 else zeros)
             if before_end
             else zeros,
-            "gradient_tensors": grads_held if before_end else grads["gradient_tensors"],
+            "gradient_tensors": grads_held
+            if before_end
+            else np.where((phase == 3) & opt["frees_16bit_grads"], 0.0, grads["gradient_tensors"]),
             "grad_buckets": grads["grad_buckets"]
             + (grads.get("backward_buckets", zeros) if phase in (1, 2) else zeros),
             "tied_embedding_grad": grads["tied_embedding_grad"] if phase == 2 else zeros,
