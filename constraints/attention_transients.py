@@ -35,11 +35,12 @@ they get no forward moment here.
 
 Backward. A layer's attention backward walks the chain back from ``probs @ v``: the probability
 gradient (``grad_out @ vᵀ``, a new score tensor) meets the saved softmax output in
-``_softmax_backward_data``, whose output (the scores' gradient, in the softmax input's dtype) is a
-third. Where HF runs ``softmax(scores, dtype=float32).to(query.dtype)`` (Llama-style families,
-OPT), the PV matmul's saved 16-bit copy is released with its node, ``ToCopyBackward`` makes the
-gradient fp32, and the softmax's saved output is fp32: 4 + 4 + softmax-input bytes per score
-element. Elsewhere (GPT-2, Falcon …): softmax output, its gradient and the scores' gradient, all
+``_softmax_backward_data``, whose output (the scores' gradient) is a third. Where HF runs
+``softmax(scores, dtype=float32).to(query.dtype)`` (Llama-style families, OPT), the PV matmul's
+saved 16-bit copy is released with its node, ``ToCopyBackward`` makes the gradient fp32, the
+softmax's saved output is fp32, and so is the scores' gradient except for fp16 scores on CUDA
+(ATen's fused half_to_float softmax; bf16 scores are converted to fp32 first): 12 bytes per
+score element, 10 with fp16 scores. Elsewhere (GPT-2, Falcon …): softmax output, its gradient and the scores' gradient, all
 in the softmax dtype, plus the 1-byte dropout mask where attention dropout runs. The analytic
 layer already counts the score tensors it saves; the term is the excess of this peak over them.
 Traced (Qwen2.5-0.5B LoRA fp32 eager full checkpointing 4 × 16384, peak in the last layer's
@@ -99,10 +100,15 @@ def backward_transient_bytes(
     cast16 = np.where(compute_bytes >= 4, 0.0, compute_bytes)  # .to(query.dtype): no-op in fp32
     dropout = 1.0 if spec.attention_dropout > 0 else 0.0
     if spec.family in HF_FP32_SOFTMAX:
+        # softmax(x, dtype=float32) (ATen SoftMax.cpp): only a CUDA fp16 x takes the fused
+        # half_to_float kernel, whose backward writes the fp16 gradient directly; any other x is
+        # converted to fp32 first, so the scores' gradient is fp32 before ToCopyBackward casts
+        # it (traced, bf16: _softmax_backward_data -> float32, then _to_copy -> bfloat16)
+        fp16_scores = batch.compute_is_fp16 & ~batch.autocast & (compute_bytes == 2)
         peak = (
             C.FP32_BYTES  # the saved fp32 softmax output
             + C.FP32_BYTES  # its gradient (ToCopyBackward of the 16-bit copy's gradient)
-            + softmax_bytes  # the scores' gradient, in the softmax input's dtype
+            + np.where(fp16_scores, compute_bytes, C.FP32_BYTES)  # the scores' gradient
         )
         saved = C.FP32_BYTES + cast16
     else:
