@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict
 
 from constraints import constants as C
 from constraints.config import ConfigBatch, TrainConfig
+from constraints.cuda_context import context_bytes
 from constraints.errors import FitplanError
 from constraints.gpus import GpuSpec
 from constraints.hardware import describe, hardware_mask
@@ -136,18 +137,24 @@ def usable_bytes(gpu: GpuSpec, headroom: float = C.DEFAULT_HEADROOM) -> tuple[in
     if not 0 <= headroom < 1:
         raise FitplanError(f"--headroom {headroom} must be a fraction in [0, 1), e.g. 0.1 for 10 %")
     head = int(gpu.memory_bytes * headroom)
-    return gpu.memory_bytes - C.CUDA_CONTEXT_BYTES - head, C.CUDA_CONTEXT_BYTES, head
+    context = context_bytes(gpu)
+    return gpu.memory_bytes - context - head, context, head
 
 
 def needed_bytes(
-    total: NumberOrArray, paged: NumberOrArray | float = 0.0, usable: float | None = None
+    total: NumberOrArray,
+    paged: NumberOrArray | float = 0.0,
+    usable: float | None = None,
+    *,
+    context: int,
 ) -> NumberOrArray:
     """What must fit in :func:`usable_bytes`: the peak (nvidia-smi's view, ``total``) less the
-    CUDA context that ``usable`` already sets aside = peak reserved + NCCL buffers + paged states.
+    CUDA context that ``usable`` already sets aside (``context``: the GPU's,
+    constraints/cuda_context.py) = peak reserved + NCCL buffers + paged states.
     Paged states (CUDA unified memory) stay on the GPU while there is room; beyond ``usable``
     the driver pages them to CPU RAM (at a cost in time, constraints/throughput.py), so the
     part of them over ``usable`` is not needed on the card."""
-    on_card = total - C.CUDA_CONTEXT_BYTES
+    on_card = total - context
     if usable is None:
         return on_card
     spill = np.clip(np.asarray(on_card, dtype=float) - usable, 0.0, paged)
@@ -159,7 +166,7 @@ def verdict_of(
     b: MemoryBreakdown, gpu: GpuSpec, headroom: float, problems: tuple[str, ...] = ()
 ) -> Verdict:
     usable, ctx, head = usable_bytes(gpu, headroom)
-    needed = needed_bytes(b.total, b.paged_optimizer, usable)
+    needed = needed_bytes(b.total, b.paged_optimizer, usable, context=ctx)
     return Verdict(
         capacity=gpu.memory_bytes,
         cuda_context=ctx,

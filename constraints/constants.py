@@ -15,7 +15,8 @@ from constraints.units import GiB, MiB
 #: Public figures for torch 2.x with lazy module loading: 287 MiB (pytorch PR #86509), 300–400 MiB
 #: (ptrblck, pytorch issues #107667, #109888), 426 MiB (RTX 6000 Ada, torch 2.10, unsloth-zoo
 #: PR #1053); plus cuDNN/cuBLAS handles. 2022-era torch without lazy loading: ~1.3 GiB
-#: (transformers single-GPU guide, V100). Default: 0.5 GiB.
+#: (transformers single-GPU guide, V100). Default: 0.5 GiB, for a GPU whose generation has no
+#: measured training figure (constraints/cuda_context.py: context_bytes, the one reader).
 CUDA_CONTEXT_BYTES = 512 * MiB
 
 #: NCCL communicator buffers when a GPU talks to others (outside the PyTorch allocator).

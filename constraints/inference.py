@@ -12,6 +12,7 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict
 
 from constraints import constants as C
+from constraints.cuda_context import context_bytes as gpu_context_bytes
 from constraints.errors import FitplanError
 from constraints.gpus import GpuSpec
 from constraints.model_states import model_facts
@@ -86,7 +87,7 @@ def inference_memory(
         workspace += f.largest_linear * 2.0
     weights, kv, workspace = weights / tp, kv / tp, workspace / tp
     slack = C.ALLOCATOR_FRAGMENTATION_FRACTION * workspace
-    context_bytes = C.CUDA_CONTEXT_BYTES + (C.NCCL_BUFFER_BYTES if tp > 1 else 0)
+    context_bytes = gpu_context_bytes(gpu) + (C.NCCL_BUFFER_BYTES if tp > 1 else 0)
     total = weights + kv + workspace + slack + context_bytes
     return InferenceBreakdown(
         weights=int(weights),

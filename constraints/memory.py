@@ -28,6 +28,7 @@ from constraints.activations import activation_arrays
 from constraints.allocator import allocator_slack
 from constraints.backend_memory import apply_backend
 from constraints.config import ConfigBatch
+from constraints.cuda_context import context_bytes
 from constraints.gpus import GpuSpec
 from constraints.logits import logits_bytes
 from constraints.model_spec import ModelSpec
@@ -123,12 +124,16 @@ def workspace_bytes(gpu: GpuSpec, n: int) -> np.ndarray:
 
 
 def overhead_parts(
-    batch: ConfigBatch, dynamic: np.ndarray | float, other_stream: np.ndarray | float = 0.0
+    batch: ConfigBatch,
+    dynamic: np.ndarray | float,
+    other_stream: np.ndarray | float,
+    context: float,
 ) -> Arrays:
-    """Outside the allocated tensors: the CUDA context, NCCL buffers and the allocator's slack
+    """Outside the allocated tensors: the CUDA context (``context`` bytes: the GPU's,
+    constraints/cuda_context.py), NCCL buffers and the allocator's slack
     (constraints/allocator.py: fragmentation by segment mode, other streams' cached blocks)."""
     return {
-        "cuda_context": np.full(len(batch), float(C.CUDA_CONTEXT_BYTES)),
+        "cuda_context": np.full(len(batch), float(context)),
         "nccl_buffers": np.where(batch.gpus > 1, float(C.NCCL_BUFFER_BYTES), 0.0),
         "allocator_slack": np.asarray(allocator_slack(dynamic, batch.expandable, other_stream)),
     }
@@ -142,6 +147,7 @@ def phase_parts(
     act: Arrays,
     logits: np.ndarray,
     workspace: np.ndarray,
+    context: float,
 ) -> list[Arrays]:
     """The parts alive at each of the five moments of a step (see the module docstring)."""
     accumulating = (batch.grad_accum > 1) & ~batch.opt_in_bwd
@@ -178,7 +184,8 @@ def phase_parts(
             "workspace": workspace,
         }
         dynamic = sum(parts[k] for k in DYNAMIC_PARTS)
-        parts.update(overhead_parts(batch, dynamic, weights.get("other_stream_cached", zeros)))
+        other_stream = weights.get("other_stream_cached", zeros)
+        parts.update(overhead_parts(batch, dynamic, other_stream, context))
         out.append(parts)
     return out
 
@@ -230,7 +237,10 @@ def memory_arrays(spec: ModelSpec, batch: ConfigBatch, gpu: GpuSpec) -> dict[str
     if spec.arch == "raw" and spec.raw_params is not None and spec.hidden <= 1:
         act = {k: np.zeros(n) for k in act}
         logits = np.zeros(n)
-    out = peak_of(phase_parts(batch, weights, grads, opt, act, logits, workspace_bytes(gpu, n)))
+    workspace = workspace_bytes(gpu, n)
+    out = peak_of(
+        phase_parts(batch, weights, grads, opt, act, logits, workspace, context_bytes(gpu))
+    )
     # the source documents' "static" memory: model states per GPU, whatever the moment
     out["static_weights"] = weights["base_weights"] + weights["adapter_weights"]
     out["static_gradients"] = grads["static"]

@@ -24,6 +24,7 @@ import math
 from dataclasses import dataclass
 
 from constraints import constants as C
+from constraints.cuda_context import context_bytes
 from constraints.errors import FitplanError
 from constraints.gpus import GpuSpec
 from constraints.inference import kv_cache_bytes, prefill_workspace_bytes
@@ -217,7 +218,8 @@ def serving_memory(
         activations += model_facts(spec).largest_linear * 2.0 / tp
     nccl = C.NCCL_BUFFER_BYTES if tp > 1 else 0
     graphs = CUDA_GRAPH_BYTES if cuda_graphs else 0
-    non_kv = weight_bytes + activations + C.CUDA_CONTEXT_BYTES + nccl + graphs
+    context = context_bytes(gpu)
+    non_kv = weight_bytes + activations + context + nccl + graphs
     kv_budget = max(0, int(budget - non_kv))
     per_token_gpu = kv_bytes_per_token_per_gpu(spec, kv_b, tp)
     block_bytes = round(block_size * per_token_gpu)
@@ -226,7 +228,7 @@ def serving_memory(
         budget=budget,
         weights=int(weight_bytes),
         activations=int(activations),
-        cuda_context=C.CUDA_CONTEXT_BYTES,
+        cuda_context=context,
         nccl=nccl,
         cuda_graphs=graphs,
         kv_budget=kv_budget,

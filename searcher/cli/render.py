@@ -274,7 +274,7 @@ def print_search(
             table.add_column(c, justify="left" if c in left else "right", no_wrap=True)
         for rank, m in enumerate(result.front[:top], start=1):
             c = m.config
-            peak = driver_peak(m.needed)
+            peak = driver_peak(m.needed, p.gpu)
             row = [
                 f"▶{rank}" if rank == pick else str(rank),
                 method_brief(c),
@@ -359,12 +359,12 @@ def quality_tiers(front: list[Any]) -> dict[float, tuple[int, str]]:
     return {m.fidelity: (order[method_brief(m.config)], method_brief(m.config)) for m in front}
 
 
-def driver_peak(needed: float) -> float:
-    """The peak nvidia-smi shows: what must fit in the allocator's share, plus the CUDA context
-    that the usable figure set aside (constraints.breakdown.needed_bytes, inverted)."""
-    from constraints.constants import CUDA_CONTEXT_BYTES
+def driver_peak(needed: float, gpu: Any) -> float:
+    """The peak nvidia-smi shows: what must fit in the allocator's share, plus the GPU's CUDA
+    context that the usable figure set aside (constraints.breakdown.needed_bytes, inverted)."""
+    from constraints.cuda_context import context_bytes
 
-    return needed + CUDA_CONTEXT_BYTES
+    return needed + context_bytes(gpu)
 
 
 def precision_brief(c: Any) -> str:

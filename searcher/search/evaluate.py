@@ -123,11 +123,12 @@ def evaluate(
 ) -> Evaluation:
     """Memory for all; throughput only where it fits (the expensive half is skipped for the rest)."""
     from constraints.breakdown import needed_bytes
+    from constraints.cuda_context import context_bytes
 
     spec, gpu = problem.model, problem.gpu
     mem = memory_arrays(spec, batch, gpu)
     usable = usable_bytes(problem)
-    needed = needed_bytes(mem["total"], mem["paged_optimizer"], usable)
+    needed = needed_bytes(mem["total"], mem["paged_optimizer"], usable, context=context_bytes(gpu))
     hw = hardware_mask(spec, batch, gpu)
     ranks_per_node = np.minimum(batch.gpus, problem.gpus_per_node)
     cpu_ok = mem["cpu_bytes"] * ranks_per_node <= problem.cpu_ram_per_node

@@ -83,6 +83,13 @@ class Peak:
 
 
 def _storages(t: Any) -> list[Any]:
+    """The untyped storages behind ``t``: its own, or its inner tensors' for a wrapper
+    subclass (torch.distributed._tools.common_utils.get_untyped_storages)."""
+    from torch.utils._python_dispatch import is_traceable_wrapper_subclass
+
+    wrapper = bool(is_traceable_wrapper_subclass(t))
+    if not wrapper:
+        return [t.untyped_storage()]
     from torch.distributed._tools.common_utils import get_untyped_storages
 
     return list(get_untyped_storages(t))
@@ -109,6 +116,7 @@ def _tracker_class() -> type[AllocTracker]:
     from torch.utils._pytree import tree_map_only
 
     base: Any = _dispatch_base()
+    tensor = torch.Tensor
 
     class _Tracker(base, AllocTracker):
         def __init__(self) -> None:
@@ -117,7 +125,18 @@ def _tracker_class() -> type[AllocTracker]:
 
         def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None):
             out = func(*args, **(kwargs or {}))
-            tree_map_only(torch.Tensor, self.track, out)
+            # the outputs in pytree's leaf order, without its flatten/unflatten for the common
+            # shapes (a tensor, a flat tuple or list of tensors and scalars)
+            if isinstance(out, tensor):
+                self.track(out)
+            elif isinstance(out, (tuple, list)):
+                for o in out:
+                    if isinstance(o, tensor):
+                        self.track(o)
+                    elif o is not None and not isinstance(o, (int, float, bool)):
+                        tree_map_only(tensor, self.track, o)
+            elif out is not None:
+                tree_map_only(tensor, self.track, out)
             return out
 
     _CLASS.append(_Tracker)

@@ -7,7 +7,10 @@ bitsandbytes NF4 emulation of :mod:`searcher.truth.fake_quant` and PEFT's
 ``to_empty(device="cpu")`` inside a ``FakeTensorMode``, and run for two full steps (forward with
 labels, so transformers computes the loss with its fp32 upcast; backward; gradient clipping at
 HF Trainer's default ``max_grad_norm`` 1.0; the optimizer step; ``zero_grad(set_to_none=True)``).
-The second step is measured: optimizer state exists only after the first ``step()``.
+The second step is measured: optimizer state exists only after the first ``step()``. The first
+step runs only its optimizer step, on zero gradients (``_seeded_step``: what it leaves behind is
+the state a real first step leaves; the tracer falls back to a real one where a trainable
+parameter gets no gradient), so a trace costs one forward and backward per traced depth.
 :class:`searcher.truth.alloc_tracker.AllocTracker` counts every storage as the CUDA caching
 allocator would (512-byte blocks); :mod:`searcher.truth.cuda_kernels` puts the CUDA attention and
 dropout kernels' allocations in place of the CPU's.
@@ -184,7 +187,11 @@ def _run(
     adamw_impl: str,
     steps: int,
     autocast_override: bool | None = None,
+    seeded: bool = True,
 ) -> _Raw:
+    """Trace ``steps`` steps of ``cfg`` on the model of ``cfg_dict``, measuring the last.
+    ``seeded``: the steps before the last are :func:`_seeded_step` (raises _UnusedParameters
+    where that would not be exact); else real steps."""
     import torch
     from torch._subclasses.fake_tensor import FakeTensorMode
 
@@ -224,7 +231,12 @@ def _run(
         for step in range(steps):
             if step == steps - 1:
                 tracker.reset_peak()
-            _one_step(model, opt, ids, trainable, masters, tracker, amp)
+                if _one_step(model, opt, ids, trainable, masters, tracker, amp) and seeded:
+                    raise _UnusedParameters
+            elif seeded:
+                _seeded_step(opt, trainable, masters, tracker)
+            else:
+                _one_step(model, opt, ids, trainable, masters, tracker, amp)
         paged = int(getattr(opt, "paged_bytes", 0))
         segments = {k: (p.bytes, p.phase, p.composition()) for k, p in tracker.segments.items()}
         largest = {
@@ -232,6 +244,21 @@ def _run(
             for k, p in tracker.segments.items()
         }
     return _Raw(segments, paged, largest)
+
+
+def _run_exact(
+    cfg_dict: dict[str, Any],
+    cfg: TrainConfig,
+    adamw_impl: str,
+    steps: int,
+    autocast_override: bool | None = None,
+) -> _Raw:
+    """:func:`_run` with a seeded first step, or with real steps where a trainable parameter
+    gets no gradient (a seeded step would give it optimizer state)."""
+    try:
+        return _run(cfg_dict, cfg, adamw_impl, steps, autocast_override, seeded=True)
+    except _UnusedParameters:
+        return _run(cfg_dict, cfg, adamw_impl, steps, autocast_override, seeded=False)
 
 
 def _materialise(model: Any) -> None:
@@ -252,9 +279,9 @@ def _materialise(model: Any) -> None:
 
 def _one_step(
     model: Any, opt: Any, ids: Any, trainable: list[Any], masters: Any, tracker: Any, amp: Any
-) -> None:
-    import torch
-
+) -> int:
+    """One training step; returns how many trainable parameters backward left without a
+    gradient."""
     tracker.set_phase("forward", "activations")
     if amp is not None:
         with amp:
@@ -266,6 +293,36 @@ def _one_step(
     tracker.set_phase("backward", "temporaries")
     loss.backward()
     del loss
+    without_grad = sum(p.grad is None for p in trainable)
+    _optimizer_step(opt, trainable, masters, tracker)
+    return without_grad
+
+
+def _seeded_step(opt: Any, trainable: list[Any], masters: Any, tracker: Any) -> None:
+    """A first step without its forward and backward: each trainable parameter gets a zero
+    gradient of its own shape and dtype (what backward leaves when every trainable parameter is
+    used, which :func:`_one_step` checks on the measured step), then the optimizer step as
+    :func:`_one_step` runs it. The optimizer state it leaves is the state a real first step
+    leaves (state tensors take the parameter's shape and dtype, never the gradient's values), and
+    nothing else a forward or backward allocates outlives its step (autocast's weight cache is
+    cleared on leaving autocast; tests/truth/test_step_trace_fast.py holds a seeded trace to one
+    with two real steps). Under fake tensors a trace costs its operators; this halves them."""
+    import torch
+
+    tracker.set_phase("backward", "temporaries")
+    for p in trainable:
+        p.grad = torch.zeros_like(p)
+    _optimizer_step(opt, trainable, masters, tracker)
+
+
+class _UnusedParameters(Exception):
+    """Trainable parameters without a gradient after backward: a seeded first step would have
+    given them optimizer state that a real one does not."""
+
+
+def _optimizer_step(opt: Any, trainable: list[Any], masters: Any, tracker: Any) -> None:
+    import torch
+
     tracker.set_phase("optimizer step", "optimizer_transient")
     torch.nn.utils.clip_grad_norm_(trainable, HF_MAX_GRAD_NORM, foreach=True)
     if masters is not None:
@@ -331,7 +388,7 @@ def trace_step(
     start = time.perf_counter()
     depth = _depth_of(hf_config_dict)
     if full_depth or depth <= max(TRACE_DEPTHS):
-        raw = _run(hf_config_dict, cfg, adamw_impl, steps, autocast)
+        raw = _run_exact(hf_config_dict, cfg, adamw_impl, steps, autocast)
         seg, (peak, moment, comp) = raw.top()
         elapsed = time.perf_counter() - start
         return StepTrace(
@@ -341,7 +398,7 @@ def trace_step(
     runs = []
     for n in TRACE_DEPTHS:
         small = with_layers(hf_config_dict, n)
-        runs.append((_depth_of(small), _run(small, cfg, adamw_impl, steps, autocast)))
+        runs.append((_depth_of(small), _run_exact(small, cfg, adamw_impl, steps, autocast)))
     (l2, a), (l3, b) = runs
     return _extrapolate(spec, cfg, depth, (l2, a), (l3, b), time.perf_counter() - start)
 

@@ -39,3 +39,28 @@ def test_training_context_by_generation() -> None:
     assert training_context(resolve_gpu("t4").sm) == 147_849_216
     assert training_context(resolve_gpu("t4").sm, cuda_major=11) is None
     assert training_context(resolve_gpu("h100").sm) is None  # no public training figure yet
+
+
+def test_every_memory_total_uses_the_gpus_context() -> None:
+    """Training, inference, serving and the usable share all hold the GPU's context: the T4's
+    measured training figure (141 MiB, issue 10's runs), the 0.5 GiB default on an H100 (no
+    public training figure)."""
+    from constraints.breakdown import explain, usable_bytes
+    from constraints.config import TrainConfig
+    from constraints.cuda_context import context_bytes
+    from constraints.inference import inference_memory
+    from constraints.models import catalog_model
+    from constraints.serving import serving_memory
+
+    spec = catalog_model("qwen2.5-0.5b")
+    cfg = TrainConfig(method="lora", micro_batch=1, seq_len=512)
+    for name, expected in (("t4", 147_849_216), ("h100", 512 * MiB)):
+        gpu = resolve_gpu(name)
+        assert context_bytes(gpu) == expected
+        e = explain(spec, cfg, gpu)
+        assert e.breakdown.parts["cuda_context"] == expected
+        assert usable_bytes(gpu)[1] == expected
+        assert e.verdict.needed == e.breakdown.total - expected  # one GPU, no paged states
+        assert inference_memory(spec, gpu).cuda_context == expected
+        assert serving_memory(spec, gpu).cuda_context == expected
+    assert context_bytes(None) == 512 * MiB
