@@ -32,6 +32,7 @@ from typing import TypeVar
 import numpy as np
 
 from constraints import constants as C
+from constraints.attention_transients import backward_transient_bytes, forward_transient_bytes
 from constraints.config import CODE, ConfigBatch
 from constraints.model_spec import ModelSpec
 from constraints.model_states import model_facts
@@ -441,5 +442,7 @@ def activation_arrays(spec: ModelSpec, batch: ConfigBatch) -> dict[str, np.ndarr
         "saved": saved,
         "recompute": recompute,
         "end": saved / max(layers, 1.0),
+        "forward": forward_transient_bytes(spec, batch, b_c, b_soft) * in_flight / pp,
+        "attention_backward": backward_transient_bytes(spec, batch, b_c, b_soft),
         "written": uncheckpointed,
     }

@@ -33,7 +33,17 @@ def logits_bytes(spec: ModelSpec, batch: ConfigBatch, full_ft: np.ndarray) -> np
         full_ft, model_facts(spec).head_matmul_params * batch.grad_bytes / batch.tp, 0.0
     )
     logits = tokens * vocab
+    # Gemma-2's final logit soft-cap (transformers modeling_gemma2: ``logits / cap``, ``tanh``,
+    # ``* cap``, cap 30 in every Gemma-2 config): tanh saves its output for backward, one more
+    # logits-sized tensor in the head's output dtype (fp32 after prepare_model_for_kbit_training)
+    # through the loss and its backward. Traced: 16 B per entry in fp32 and QLoRA, 14 with fp16
+    # logits, where the standard chain holds 12
+    kbit = batch.is_lora & (batch.quant != CODE["quant"]["none"]) & (batch.adapter_bytes == 4)
+    head_out_bytes = np.where(kbit & ~batch.autocast, C.FP32_BYTES, batch.compute_bytes)
+    softcap = logits * head_out_bytes if spec.family == "gemma2" else np.zeros(len(batch))
     standard = np.maximum(logits * per_vocab, logits * C.LOSS_GRAD_BYTES_PER_VOCAB + head_grad)
     chunked = logits * per_vocab + head_grad
     is_chunked = batch.loss == CODE["loss"]["chunked"]
-    return np.where(fused, fused_bytes + head_grad, np.where(is_chunked, chunked, standard))
+    return np.where(
+        fused, fused_bytes + head_grad, np.where(is_chunked, chunked, standard) + softcap
+    )

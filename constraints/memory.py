@@ -6,12 +6,14 @@ Model states come from :mod:`constraints.model_states`, activations from
 A training step does not hold every term at once. With ``zero_grad(set_to_none=True)`` (the
 default of torch, HF Trainer, torchtune) gradients exist from the backward pass until the
 optimizer step, while activations are freed layer by layer as the backward runs. So the peak is
-the largest of four moments, each reported with the terms alive at it:
+the largest of five moments, each reported with the terms alive at it:
 
     A  loss backward:    weights + states + (gradients if accumulating) + all activations + logits
     B  last layer bwd:   weights + states + (gradients if accumulating) + all activations + 1 layer recomputed
     C  end of backward:  weights + states + all gradients + the first layer's activations
     D  optimizer step:   weights + states + all gradients + the step's transient
+    E  forward:          weights + states + (gradients if accumulating) + all activations + the
+                         forward tensors of one checkpointed layer (constraints/attention_transients.py)
 
 Every function here takes a :class:`ConfigBatch` and returns numpy arrays: one code path for one
 configuration and for a million.
@@ -59,13 +61,20 @@ TERMS: dict[str, tuple[str, ...]] = {
         "dequant_buffer",
         "autocast_weight_copies",
     ),
-    "gradients": ("gradient_tensors", "grad_buckets"),
+    "gradients": ("gradient_tensors", "grad_buckets", "tied_embedding_grad"),
     "optimizer": ("optimizer_states", "master_weights", "optimizer_step_transient"),
-    "activations": ("saved_activations", "recompute_layer", "logits_and_loss", "workspace"),
+    "activations": (
+        "saved_activations",
+        "recompute_layer",
+        "forward_layer",
+        "attention_backward",
+        "logits_and_loss",
+        "workspace",
+    ),
     "overhead": ("cuda_context", "nccl_buffers", "allocator_slack"),
 }
 PARTS: tuple[str, ...] = tuple(p for parts in TERMS.values() for p in parts)
-PHASES = ("loss backward", "backward (recompute)", "end of backward", "optimizer step")
+PHASES = ("loss backward", "backward (recompute)", "end of backward", "optimizer step", "forward")
 
 PART_DOC = {
     "base_weights": "model weights resident on this GPU (quantised linears + 16-bit rest)",
@@ -74,12 +83,15 @@ PART_DOC = {
     "dequant_buffer": "16-bit copy of one quantised weight during its matmul",
     "autocast_weight_copies": "16-bit copies of fp32 weights that autocast keeps for backward",
     "gradient_tensors": "gradients alive at this moment (per GPU, after sharding)",
+    "tied_embedding_grad": "a tied embedding's second vocab × hidden gradient (its backward)",
     "grad_buckets": "DDP buckets / ZeRO reduce buckets / FSDP reduce-scatter / fp32 grad buffers",
     "optimizer_states": "optimizer states (Adam m and v, momentum, 8-bit blocks …)",
     "master_weights": "fp32 master copy of the trainable weights",
     "optimizer_step_transient": "temporaries of the optimizer step (fp32 grad partition …)",
     "saved_activations": "tensors saved for backward, all layers",
     "recompute_layer": "one layer recomputed during backward (checkpointing) ",
+    "attention_backward": "one layer's eager score gradients beside its saved scores (backward)",
+    "forward_layer": "one checkpointed layer's forward tensors (eager scores, full checkpointing)",
     "logits_and_loss": "logits, their fp32 log-softmax and its gradient",
     "workspace": "cuBLAS workspace",
     "cuda_context": "CUDA context, kernels, library handles (outside the PyTorch allocator)",
@@ -95,9 +107,12 @@ DYNAMIC_PARTS = (
     "autocast_weight_copies",
     "gradient_tensors",
     "grad_buckets",
+    "tied_embedding_grad",
     "optimizer_step_transient",
     "saved_activations",
     "recompute_layer",
+    "forward_layer",
+    "attention_backward",
     "logits_and_loss",
 )
 
@@ -134,13 +149,13 @@ def phase_parts(
     workspace: np.ndarray,
     context: float,
 ) -> list[Arrays]:
-    """The parts alive at each of the four moments of a step (see the module docstring)."""
+    """The parts alive at each of the five moments of a step (see the module docstring)."""
     accumulating = (batch.grad_accum > 1) & ~batch.opt_in_bwd
     grads_held = np.where(accumulating, grads["gradient_tensors"], 0.0)
     zeros = np.zeros(len(batch))
     out = []
-    for phase in range(4):
-        before_end = phase < 2
+    for phase in range(len(PHASES)):
+        before_end = phase < 2 or phase == 4
         parts = {
             "base_weights": weights["base_weights"],
             "adapter_weights": weights["adapter_weights"],
@@ -150,9 +165,12 @@ def phase_parts(
             + (weights["autocast_layer_copies"] if phase == 1 else zeros)
             if before_end
             else zeros,
-            "gradient_tensors": grads_held if before_end else grads["gradient_tensors"],
+            "gradient_tensors": grads_held
+            if before_end
+            else np.where((phase == 3) & opt["frees_16bit_grads"], 0.0, grads["gradient_tensors"]),
             "grad_buckets": grads["grad_buckets"]
             + (grads.get("backward_buckets", zeros) if phase in (1, 2) else zeros),
+            "tied_embedding_grad": grads["tied_embedding_grad"] if phase == 2 else zeros,
             "optimizer_states": opt["optimizer_states"],
             "master_weights": opt["master_weights"],
             "optimizer_step_transient": opt["optimizer_step_transient"] if phase == 3 else zeros,
@@ -160,6 +178,8 @@ def phase_parts(
             if before_end
             else (act["end"] if phase == 2 else zeros),
             "recompute_layer": act["recompute"] if phase in (1, 2) else zeros,
+            "forward_layer": act["forward"] if phase == 4 else zeros,
+            "attention_backward": act["attention_backward"] if phase == 1 else zeros,
             "logits_and_loss": logits if phase == 0 else zeros,
             "workspace": workspace,
         }

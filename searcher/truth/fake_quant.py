@@ -168,18 +168,32 @@ def linear4bit_class() -> type:
 
 
 def quantise_linears(model: Any, compute_dtype: Any, double_quant: bool, skip: Any) -> int:
-    """Replace every nn.Linear (but ``skip``: the output head) by the NF4 emulation, as
+    """Replace every nn.Linear and Conv1D (but ``skip``: the head) by the NF4 emulation, as
     transformers' bitsandbytes integration does (``llm_int8_skip_modules`` defaults to the head).
     Returns the number replaced."""
+    from types import SimpleNamespace
+
     from torch import nn
+    from transformers.pytorch_utils import Conv1D
 
     cls = linear4bit_class()
     n = 0
     for _name, module in list(model.named_modules()):
         for child_name, child in list(module.named_children()):
-            if isinstance(child, nn.Linear) and child is not skip:
-                setattr(module, child_name, cls(child, compute_dtype, double_quant))
-                n += 1
+            if child is skip:
+                continue
+            if isinstance(child, Conv1D):
+                # GPT-2's Conv1D (weight in × out): transformers' bitsandbytes integration
+                # quantises it too (integrations/bitsandbytes.py: ``isinstance(module, Conv1D)
+                # or type(module) is nn.Linear``, in/out features from the transposed shape)
+                fan_in, fan_out = child.weight.shape
+                child = SimpleNamespace(
+                    in_features=fan_in, out_features=fan_out, weight=child.weight, bias=child.bias
+                )
+            elif not isinstance(child, nn.Linear):
+                continue
+            setattr(module, child_name, cls(child, compute_dtype, double_quant))
+            n += 1
     return n
 
 

@@ -77,14 +77,20 @@ def build(cfg_dict: dict[str, Any], cfg: TrainConfig) -> tuple[Any, str]:
     model.train()
     ckpt_kwargs = {"use_reentrant": False}
     if cfg.method == "qlora":
-        from peft import prepare_model_for_kbit_training
-
         from searcher.truth.fake_quant import quantise_linears
 
         head = model.get_output_embeddings()
         with torch.device("meta"):
             quantise_linears(model, torch_dtype(compute), cfg.quant == "nf4-dq", head)
         model.is_loaded_in_4bit = True  # what prepare_model_for_kbit_training looks for
+    # PEFT's QLoRA recipe (fp32 adapters, PEFT's default) runs prepare_model_for_kbit_training:
+    # every non-quantised parameter upcast to fp32. With 16-bit adapters pinned, the stack is
+    # the one fitplan emits (searcher/emitters/hf_template.py: no prepare call, adapters cast to
+    # the pinned dtype) or torchtune's, neither of which upcasts: as the analytic model keys it
+    upcast = cfg.method == "qlora" and (cfg.adapter_dtype or "fp32").lower() == "fp32"
+    if upcast:
+        from peft import prepare_model_for_kbit_training
+
         model = prepare_model_for_kbit_training(
             model,
             use_gradient_checkpointing=cfg.checkpointing == "full",

@@ -117,6 +117,33 @@ def test_qlora_wraps_the_emulated_layers_with_peft_bitsandbytes_class() -> None:
     assert all(str(p.dtype) == "torch.float32" for p in non_quant)  # prepare_model_for_kbit
 
 
+def test_qlora_with_16bit_adapters_is_the_emitted_stack_without_the_fp32_upcast() -> None:
+    # fitplan's emitted HF script never calls prepare_model_for_kbit_training (nor does
+    # torchtune): with bf16 adapters pinned, the non-quantised parameters stay bf16
+    pytest.importorskip("bitsandbytes")
+    from searcher.truth.step_build import build as _build
+
+    cfg = TrainConfig(method="qlora", quant="nf4", checkpointing="full", adapter_dtype="bf16")
+    model, _ = _build(TINY, cfg)
+    assert "Linear4bit" in {type(m).__name__ for m in model.modules()}
+    params = dict(model.named_parameters())
+    assert all(str(p.dtype) == "torch.bfloat16" for p in params.values() if p.is_floating_point())
+    assert any("lora_" in n for n in params)
+
+
+def test_gpt2_conv1d_linears_are_quantised_as_transformers_does() -> None:
+    # transformers' bitsandbytes integration replaces Conv1D as well as nn.Linear
+    pytest.importorskip("bitsandbytes")
+    from searcher.truth.hf_build import config_of
+    from searcher.truth.step_build import build as _build
+
+    hf, _spec = config_of("gpt2")
+    model, _ = _build({**hf, "n_layer": 1}, TrainConfig(method="qlora", quant="nf4"))
+    names = {type(m).__name__ for m in model.modules()}
+    assert "Conv1D" not in names
+    assert "Linear4bit" in names
+
+
 @pytest.mark.parametrize("double_quant", [False, True])
 def test_nf4_storage_equals_bitsandbytes(double_quant: bool) -> None:
     bnb_f = pytest.importorskip("bitsandbytes.functional")

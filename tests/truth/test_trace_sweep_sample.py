@@ -34,6 +34,32 @@ def _sweep():
     return mod
 
 
+#: the regimes fixed from traces, traced as they are (not capped): (family, model, config, the
+#: error before its fix on the stored sweep traces, docs/trace_sweep.md)
+FIXED_REGIMES = [
+    # Falcon's returned attention weights: the forward moment under full checkpointing (-25.1 %)
+    ("falcon", "falcon-7b", {"attention": "eager", "checkpointing": "full", "lora_rank": 64,
+        "lora_targets": "attention", "method": "lora", "micro_batch": 1,
+        "optimizer": "paged-adamw-8bit", "recipe": "bf16-torch", "seq_len": 4096}),
+    # GPT-2's Conv1D quantised by bitsandbytes (tracer side, -38.2 %)
+    ("gpt2", "gpt2", {"attention": "sdpa", "checkpointing": "full", "lora_rank": 16,
+        "lora_targets": "attention", "method": "qlora", "micro_batch": 1, "optimizer": "adamw",
+        "quant": "nf4-dq", "recipe": "bf16-torch", "seq_len": 256}),
+    # Gemma-2's soft-capped logits: tanh's saved output (-12.2 %)
+    ("gemma2", "gemma-2-2b", {"attention": "eager", "checkpointing": "full", "lora_rank": 64,
+        "lora_targets": "default", "method": "qlora", "micro_batch": 2, "optimizer": "adamw",
+        "quant": "nf4", "recipe": "bf16-torch", "seq_len": 512}),
+    # eager attention backward: score gradients beside the saved scores (-34.3 %)
+    ("qwen2", "qwen2.5-0.5b", {"attention": "eager", "checkpointing": "full", "lora_rank": 16,
+        "lora_targets": "default", "method": "lora", "micro_batch": 4, "optimizer": "lion",
+        "recipe": "fp32", "seq_len": 16384}),
+    # single-process master-weight step: the 16-bit gradients dropped as converted (+14.0 %)
+    ("llama", "mistral-7b-v0.1", {"attention": "flash", "checkpointing": "none",
+        "compute_dtype": "fp16", "method": "full", "micro_batch": 1,
+        "optimizer": "sgd-momentum", "recipe": "bf16-master", "seq_len": 256}),
+]  # fmt: skip
+
+
 def _sample(sweep):
     out = []
     for family, model, cfg in sweep.draw_configs(600, seed=10):
@@ -47,8 +73,8 @@ def _sample(sweep):
         #   backward the tracer sums the head's and the embedding's vocab x hidden gradients out of
         #   place, because autograd's InputBuffer accumulates in place only for tensors that are not
         #   subclass-like (torch/csrc/autograd/input_buffer.cpp can_accumulate_inplace) and fake
-        #   tensors are; the analytic model lacks the embedding's dense gradient there (-14 % on
-        #   Llama-3.2-1B fp32 paged-adamw-8bit, 2 x 1024);
+        #   tensors are: one vocab x hidden more than CUDA holds (the analytic side now counts the
+        #   two a real run holds; -3 to -7 % left, tracer side);
         # - OPT LoRA without checkpointing: saved activations over-predicted (+6.3 %, OPT-1.3B
         #   LoRA r=16 attention, bf16, SDPA, 2 x 1024: 3.59 analytic vs 3.20 GiB traced).
         if cfg["method"] == "full":
@@ -69,7 +95,6 @@ def _sample(sweep):
 def test_analytic_matches_traced_sample() -> None:
     pytest.importorskip("torch")
     pytest.importorskip("peft")
-    from constraints.breakdown import explain
     from constraints.config import TrainConfig
     from constraints.gpus import resolve_gpu
     from searcher.truth.hf_build import quiet_transformers
@@ -79,13 +104,12 @@ def test_analytic_matches_traced_sample() -> None:
     sweep = _sweep()
     gpu = resolve_gpu("h100")
     errors = []
-    for _family, model, cfg in _sample(sweep):
+    for _family, model, cfg in _sample(sweep) + FIXED_REGIMES:
         hf, spec = sweep._model(model)
         traced = trace_step(spec, TrainConfig(**cfg), hf_config_dict=hf).peak_bytes
-        as_traced = {**cfg, "adapter_dtype": "fp32"} if cfg["method"] != "full" else cfg
-        analytic = explain(spec, TrainConfig(**as_traced), gpu).breakdown.allocated
+        analytic, _phase = sweep.analytic_as_traced(spec, cfg, gpu)
         errors.append((analytic / traced - 1, model, cfg))
-    assert len(errors) >= SAMPLE
+    assert len(errors) >= SAMPLE + len(FIXED_REGIMES)
     worst = max(errors, key=lambda e: abs(e[0]))
     assert statistics.median(abs(e[0]) for e in errors) <= MEDIAN_GOAL
     assert abs(worst[0]) <= WORST_GOAL, worst
