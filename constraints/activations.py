@@ -70,6 +70,12 @@ class ActivationCoefficients:
     layers: int
     lora_rank_elems: float = 0.0
     lora_copy_elems: float = 0.0
+    #: of the largest layer, what its backward frees before it reaches the attention core (the
+    #: tensors saved after the scores: the out projection's input, the post-attention norm, the
+    #: MLP), per token by dtype kind, and the LoRA A outputs / input copies of those linears
+    after_core_per_token: dict[DKind, float] = field(default_factory=dict)
+    after_core_rank_elems: float = 0.0
+    after_core_copy_elems: float = 0.0
     lines: tuple[tuple[str, float, str, bool], ...] = field(default=())
 
 
@@ -132,10 +138,22 @@ def activation_coefficients(
     largest_bytes = -1.0
     rank_elems = 0.0
     copy_elems = 0.0
+    after_pt: dict[DKind, float] = dict.fromkeys(DKINDS, 0.0)
+    after_rank = 0.0
+    after_copy = 0.0
     for block, n_layers in blocks.items():
         pt = dict.fromkeys(DKINDS, 0.0)
         ps = dict.fromkeys(DKINDS, 0.0)
-        for x in layer_saved(spec, block):
+        block_saved = layer_saved(spec, block)
+        after = _after_core(block_saved)
+        apt = dict.fromkeys(DKINDS, 0.0)
+        after_linears = {
+            _qualify(spec, m, block)
+            for x in block_saved[len(block_saved) - len(after) :]
+            for m in x.inputs_of
+        }
+        a_rank = a_copy = 0.0
+        for x in block_saved:
             if not keeps(x, block):
                 continue
             target = ps if x.s2 else pt
@@ -143,6 +161,9 @@ def activation_coefficients(
             if x.tp_split and tp > 1:
                 (tp_s2 if x.s2 else tp_pt)[x.dtype] += x.width * n_layers
             lines.append((x.what, x.width * n_layers, x.dtype, x.s2))
+        for x in after:
+            if keeps(x, block) and not x.s2:
+                apt[x.dtype] += x.width
         # LoRA: each targeted linear saves its A output (r elements per application) and, when it
         # needs a private copy of its input, that copy (d_in elements per application)
         for key in targets:
@@ -150,6 +171,9 @@ def activation_coefficients(
                 d_in, apps = widths[key]
                 rank_elems += apps * n_layers
                 copy_elems += d_in * apps * n_layers
+                if key in after_linears:
+                    a_rank += apps
+                    a_copy += d_in * apps
         for kind in DKINDS:
             per_token[kind] += pt[kind] * n_layers
             s2[kind] += ps[kind] * n_layers
@@ -157,6 +181,7 @@ def activation_coefficients(
         if size > largest_bytes:
             largest_bytes = size
             layer_pt, layer_s2 = dict(pt), dict(ps)
+            after_pt, after_rank, after_copy = apt, a_rank, a_copy
     for x in model_level_saved(spec):
         if keeps(x, ""):
             per_token[x.dtype] += x.width
@@ -171,8 +196,19 @@ def activation_coefficients(
         layers=spec.total_layers,
         lora_rank_elems=rank_elems,
         lora_copy_elems=copy_elems,
+        after_core_per_token=after_pt,
+        after_core_rank_elems=after_rank,
+        after_core_copy_elems=after_copy,
         lines=tuple(lines),
     )
+
+
+def _after_core(saved: list[Saved]) -> list[Saved]:
+    """The tensors a layer saves after its attention scores (the last ``s2`` entry): a layer's
+    backward runs its nodes in reverse, so it frees these (their nodes run first) before the
+    attention core's backward starts. Empty for a layer without eager scores."""
+    last = max((i for i, x in enumerate(saved) if x.s2), default=len(saved) - 1)
+    return saved[last + 1 :]
 
 
 def _keeps(
@@ -328,6 +364,7 @@ def activation_arrays(spec: ModelSpec, batch: ConfigBatch) -> dict[str, np.ndarr
         batch.lora_dropout | (batch.adapter_bytes != layer_in) | (copy_elem != layer_in)
     )
     lora_extra = np.zeros(n)
+    freed_before_core = np.zeros(n)  # what a layer's backward frees before its attention core
     sp = sequence_parallel(batch)
     # one coefficient set per distinct (trainability, attention, checkpointing, copies, tp)
     key = batch.is_lora.astype(np.int64)
@@ -371,6 +408,10 @@ def activation_arrays(spec: ModelSpec, batch: ConfigBatch) -> dict[str, np.ndarr
             per_layer += kb_sel * (coef.layer_per_token[kind] + s[sel] * coef.layer_s2[kind])
         saved[sel] = tokens[sel] * per_tok
         layer[sel] = tokens[sel] * per_layer / tp_deg
+        after_core = sum(
+            kind_bytes[kind][sel] * coef.after_core_per_token.get(kind, 0.0) for kind in DKINDS
+        )
+        freed_before_core[sel] = tokens[sel] * after_core / tp_deg
         if is_sel:
             # selective recomputation rebuilds each layer's attention core in its backward: for
             # that moment one layer holds what no checkpointing would have kept of it
@@ -397,6 +438,12 @@ def activation_arrays(spec: ModelSpec, batch: ConfigBatch) -> dict[str, np.ndarr
                 coef.lora_copy_elems * (copy_elem[sel] + batch.lora_dropout[sel]) * has_copies
             )
             lora_extra[sel] = tokens[sel] * (rank_bytes + copy_bytes)
+            freed_before_core[sel] += tokens[sel] * (
+                batch.rank[sel] * coef.after_core_rank_elems * copy_elem[sel]
+                + coef.after_core_copy_elems
+                * (copy_elem[sel] + batch.lora_dropout[sel])
+                * has_copies
+            )
     facts = model_facts(spec)
     layers = float(facts.layers)
     saved = saved + lora_extra
@@ -422,7 +469,7 @@ def activation_arrays(spec: ModelSpec, batch: ConfigBatch) -> dict[str, np.ndarr
         - (n - 1) * checkpoint_bias_elements(spec, block, s)
         for block, n in blocks.items()
     )
-    ckpt_saved = kept * b_r + lora_extra / layers
+    ckpt_saved = kept * b_r
     # sequence parallel: each rank keeps its 1/tp slice of the checkpointed layer inputs
     ckpt_saved = np.where(sp, ckpt_saved / batch.tp, ckpt_saved)
     saved = np.where(full_ckpt, ckpt_saved, saved)
@@ -443,6 +490,12 @@ def activation_arrays(spec: ModelSpec, batch: ConfigBatch) -> dict[str, np.ndarr
         "recompute": recompute,
         "end": saved / max(layers, 1.0),
         "forward": forward_transient_bytes(spec, batch, b_c, b_soft) * in_flight / pp,
-        "attention_backward": backward_transient_bytes(spec, batch, b_c, b_soft),
+        # the eager core's backward transients, beyond what the layer's backward held when it
+        # started: by the core, the nodes after it (out projection, norm, MLP; their LoRA input
+        # copies) have run and released their saved tensors (the autograd engine frees a node's
+        # saved variables once it has run, without retain_graph)
+        "attention_backward": np.maximum(
+            backward_transient_bytes(spec, batch, b_c, b_soft) - freed_before_core, 0.0
+        ),
         "written": uncheckpointed,
     }
