@@ -31,8 +31,9 @@ from typing import TypeVar
 
 import numpy as np
 
+from constraints.lora_targets import fused_expert_lora_extra
 from constraints.model_spec import ModelSpec
-from constraints.params import group_key, inventory, lora_target_groups
+from constraints.params import ParamGroup, group_key, inventory, lora_target_groups
 from constraints.saved_layers import layer_saved, model_level_saved
 from constraints.saved_tensors import DKINDS, DKind, Saved
 
@@ -71,6 +72,11 @@ class ActivationCoefficients:
     after_core_per_token: dict[DKind, float] = field(default_factory=dict)
     after_core_rank_elems: float = 0.0
     after_core_copy_elems: float = 0.0
+    #: LoRA on fused expert stacks (PEFT ``ParamWrapper``): elements of the folded weights
+    #: W + B·A the experts' matmuls save, and of the 16-bit factor casts baddbmm saves per unit
+    #: rank, over the whole model (:func:`_expert_keys`)
+    folded_weight_elems: float = 0.0
+    folded_factor_rank_elems: float = 0.0
     lines: tuple[tuple[str, float, str, bool], ...] = field(default=())
 
 
@@ -136,6 +142,8 @@ def activation_coefficients(
     after_pt: dict[DKind, float] = dict.fromkeys(DKINDS, 0.0)
     after_rank = 0.0
     after_copy = 0.0
+    experts = _expert_keys(spec)
+    folded = folded_factors = 0.0
     for block, n_layers in blocks.items():
         pt = dict.fromkeys(DKINDS, 0.0)
         ps = dict.fromkeys(DKINDS, 0.0)
@@ -162,6 +170,16 @@ def activation_coefficients(
         # LoRA: each targeted linear saves its A output (r elements per application) and, when it
         # needs a private copy of its input, that copy (d_in elements per application)
         for key in targets:
+            if key in experts and _block_of(spec, key, block):
+                # PEFT's ParamWrapper folds the adapter into the whole expert stack per forward
+                # (peft/tuners/lora/layer.py: _LoraFactorsProxy, baddbmm(W, lhs, rhs)): the
+                # experts' matmuls save the folded (E, d_out, d_in) weight for the input's
+                # gradient and baddbmm saves the factors cast to W's dtype; the experts read
+                # their bf16 input itself, no per-expert fp32 copy
+                g = experts[key]
+                folded += g.numel * g.per_block * n_layers
+                folded_factors += (g.d_in + g.d_out) * g.per_block * n_layers
+                continue
             if _block_of(spec, key, block) and key in widths:
                 d_in, apps = widths[key]
                 rank_elems += apps * n_layers
@@ -194,8 +212,22 @@ def activation_coefficients(
         after_core_per_token=after_pt,
         after_core_rank_elems=after_rank,
         after_core_copy_elems=after_copy,
+        folded_weight_elems=folded,
+        folded_factor_rank_elems=folded_factors
+        + (fused_expert_lora_extra(spec, lora_targets) if method != "full" and experts else 0.0),
         lines=tuple(lines),
     )
+
+
+@cache
+def _expert_keys(spec: ModelSpec) -> dict[str, ParamGroup]:
+    """Group key -> group of the routed experts' linears: in transformers ≥ 5 one 3-D parameter
+    stack per MoE layer (``@use_experts_implementation``), which PEFT targets as a parameter."""
+    return {
+        group_key(spec, g.name, g.block): g
+        for g in inventory(spec).groups
+        if g.is_linear and g.role == "expert"
+    }
 
 
 def _after_core(saved: list[Saved]) -> list[Saved]:
@@ -236,7 +268,10 @@ def _keeps(
             return True  # a tied head trains with the embedding
         if full_ft:
             return bool(readers)
-        # a LoRA adapter reads the shared input itself only when it needs no private copy
+        # a LoRA adapter reads the shared input itself only when it needs no private copy; the
+        # experts' matmuls on a folded stack save their input whatever the adapter dtype
+        if any(r in targets and r in _expert_keys(spec) for r in readers):
+            return True
         return any(r in targets for r in readers) and not lora_input_copies
     return True
 

@@ -153,6 +153,14 @@ def activation_arrays(spec: ModelSpec, batch: ConfigBatch) -> dict[str, np.ndarr
                 coef.lora_copy_elems * (copy_elem[sel] + batch.lora_dropout[sel]) * has_copies
             )
             lora_extra[sel] = tokens[sel] * (rank_bytes + copy_bytes)
+            # folded expert stacks (PEFT ParamWrapper): per layer, not per token, in W's dtype
+            folded = (
+                (coef.folded_weight_elems + batch.rank[sel] * coef.folded_factor_rank_elems)
+                * batch.weight_bytes[sel]
+                / tp_deg
+            )
+            lora_extra[sel] += folded
+            freed_before_core[sel] += folded / max(coef.layers, 1)
             freed_before_core[sel] += tokens[sel] * (
                 batch.rank[sel] * coef.after_core_rank_elems * copy_elem[sel]
                 + coef.after_core_copy_elems
