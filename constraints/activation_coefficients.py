@@ -326,7 +326,8 @@ def layer_bytes_per_token(
     total = 0.0
     for x in layer_saved(spec, block):
         if _keeps(spec, x, block, full_ft, targets, widths, eager, selective, False):
-            total += x.width * (seq_len if x.s2 else 1) * kind_bytes[x.dtype]
+            # autocast16 exists only under autocast, which a per-layer measurement names by giving it
+            total += x.width * (seq_len if x.s2 else 1) * kind_bytes.get(x.dtype, 0.0)
     return total
 
 

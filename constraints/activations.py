@@ -62,6 +62,7 @@ def activation_arrays(spec: ModelSpec, batch: ConfigBatch) -> dict[str, np.ndarr
         "softmax": b_soft,
         "mask": np.ones(n),
         "cast16": np.where(b_c >= 4, 0.0, b_c),
+        "autocast16": np.where(batch.autocast & (b_c < 4), b_c, 0.0),
     }
     tokens = (batch.micro_batch * batch.seq_len).astype(np.float64)
     s = batch.seq_len.astype(np.float64)
