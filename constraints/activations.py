@@ -1,283 +1,34 @@
-"""Activation memory: the tensors autograd saves for backward, per layer, per token.
-
-Each family's layer is written out as the list of tensors its Hugging Face implementation saves
-(one :class:`Saved` per line, with its width in elements per token and its dtype), following
-Korthikanti et al. (2022), "Reducing Activation Recomputation in Large Transformer Models": for a
-GPT layer with plain GeLU and dropout this list sums to s·b·h·(34 + 5·a·s/h) bytes in 16-bit, and a
-unit test holds it to that. What a tensor costs depends on the run:
-
-- ``compute``: matmul inputs/outputs in the compute dtype (bf16/fp16, or fp32 for fp32 training);
-- ``residual``: the residual stream, in the dtype of the weights (fp32 under AMP autocast);
-- ``fp32``: RMSNorm's upcast copy, softmax in fp32, log-sum-exp, LayerNorm mean/rstd;
-- ``softmax``: attention probabilities of eager attention, fp32 under autocast else compute;
-- ``mask``: dropout masks, 1 byte per element.
-
-Which tensors are saved depends on what trains: a linear saves its input only if its weight
-trains (full fine-tuning) or if a LoRA adapter on it reads that input (with ``lora_dropout`` > 0
-the adapter saves a dropped copy plus its mask instead); a norm saves its normalised input only if
-its weight trains. Flash / memory-efficient attention saves q, k, v, the output and the fp32
-log-sum-exp; eager attention adds the s² scores. Selective recomputation (Korthikanti) drops the
-s² terms; full checkpointing keeps each layer's input and recomputes one layer at a time.
-
-:func:`activation_coefficients` turns a layer list into a handful of numbers per model so that
-the memory model is plain numpy arithmetic over millions of candidate configurations.
+"""Activation memory per configuration: the coefficients of
+:mod:`constraints.activation_coefficients` (the tensors each layer saves) times bytes per element,
+with checkpointing, LoRA input copies, pipeline stages and the attention transients.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from functools import cache
-from typing import TypeVar
-
 import numpy as np
 
 from constraints import constants as C
+from constraints.activation_coefficients import (
+    ActivationCoefficients,
+    activation_coefficients,
+    checkpoint_bias_elements,
+    checkpointed_layer_elements,
+    layer_bytes_per_token,
+)
 from constraints.attention_transients import backward_transient_bytes, forward_transient_bytes
 from constraints.config import CODE, ConfigBatch
 from constraints.model_spec import ModelSpec
 from constraints.model_states import model_facts
 from constraints.parallel_activations import op_sac_elements, per_op_sac, sequence_parallel
-from constraints.params import group_key, inventory, lora_target_groups
-from constraints.saved_layers import layer_saved, model_level_saved
-from constraints.saved_tensors import DKINDS, DKind, Saved
+from constraints.params import inventory
+from constraints.saved_tensors import DKINDS, DKind
 
-#: A count: one number, or one per configuration.
-Num = TypeVar("Num", float, np.ndarray)
-
-# --------------------------------------------------------------------------------------------
-# Coefficients: the layer lists reduced to numbers for vectorised evaluation
-# --------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class ActivationCoefficients:
-    """Saved elements per token of the whole model for one (trainability, attention) setting.
-
-    ``per_token[kind]`` multiplies bytes-per-element of that dtype kind; ``s2[kind]`` further
-    multiplies the sequence length (eager attention scores). ``layer_*`` are the same for the
-    largest single layer (full checkpointing recomputes one layer) and ``layer_input`` is what
-    full checkpointing keeps per layer. ``lora_rank_elems`` is elements per token per unit of LoRA
-    rank (the A outputs the B matmul saves); ``lora_copy_elems`` elements per token of private adapter
-    input copies (used when the adapters need them). ``tp_*`` give the part that tensor parallelism splits.
-    """
-
-    per_token: dict[DKind, float]
-    s2: dict[DKind, float]
-    tp_per_token: dict[DKind, float]
-    tp_s2: dict[DKind, float]
-    layer_per_token: dict[DKind, float]
-    layer_s2: dict[DKind, float]
-    layers: int
-    lora_rank_elems: float = 0.0
-    lora_copy_elems: float = 0.0
-    lines: tuple[tuple[str, float, str, bool], ...] = field(default=())
-
-
-def _trainable_keys(spec: ModelSpec, method: str, lora_targets: str) -> tuple[bool, frozenset[str]]:
-    """(all base weights train?, LoRA-targeted linear group keys)."""
-    if method == "full":
-        return True, frozenset()
-    if spec.arch == "raw":
-        return False, frozenset()  # raw numbers: no modules to target; the generic layer applies
-    groups = lora_target_groups(spec, lora_targets)
-    return False, frozenset(group_key(spec, g.name, g.block) for g in groups)
-
-
-def _linear_widths(spec: ModelSpec) -> dict[str, tuple[int, float]]:
-    """Group key -> (d_in, applications per token per layer of its block)."""
-    inv = inventory(spec)
-    out: dict[str, tuple[int, float]] = {}
-    for g in inv.groups:
-        if not g.is_linear:
-            continue
-        per_token = float(g.per_block)
-        if g.role == "expert":
-            per_token = float(spec.experts_per_token)
-        out[group_key(spec, g.name, g.block)] = (g.d_in, per_token)
-    return out
-
-
-@cache
-def activation_coefficients(
-    spec: ModelSpec,
-    method: str,
-    lora_targets: str,
-    attention: str,
-    selective: bool,
-    lora_input_copies: bool,
-    tp: int = 1,
-) -> ActivationCoefficients:
-    """Reduce the layer lists of ``spec`` to per-dtype element counts (see the class docstring).
-
-    ``attention`` is 'flash' (flash or memory-efficient SDPA) or 'eager'. ``lora_input_copies``:
-    each adapter keeps a private copy of its input (lora_dropout > 0 makes a dropped copy; an
-    adapter dtype other than the compute dtype makes PEFT cast the input per adapter).
-    """
-    full_ft, targets = _trainable_keys(spec, method, lora_targets)
-    widths = _linear_widths(spec)
-    eager = attention == "eager"
-
-    def keeps(x: Saved, block: str) -> bool:
-        return _keeps(spec, x, block, full_ft, targets, widths, eager, selective, lora_input_copies)
-
-    per_token = dict.fromkeys(DKINDS, 0.0)
-    s2 = dict.fromkeys(DKINDS, 0.0)
-    tp_pt = dict.fromkeys(DKINDS, 0.0)
-    tp_s2 = dict.fromkeys(DKINDS, 0.0)
-    layer_pt: dict[DKind, float] = dict.fromkeys(DKINDS, 0.0)
-    layer_s2: dict[DKind, float] = dict.fromkeys(DKINDS, 0.0)
-    lines: list[tuple[str, float, str, bool]] = []
-    inv = inventory(spec)
-    blocks = inv.blocks or {"dense": spec.layers}
-    largest_bytes = -1.0
-    rank_elems = 0.0
-    copy_elems = 0.0
-    for block, n_layers in blocks.items():
-        pt = dict.fromkeys(DKINDS, 0.0)
-        ps = dict.fromkeys(DKINDS, 0.0)
-        for x in layer_saved(spec, block):
-            if not keeps(x, block):
-                continue
-            target = ps if x.s2 else pt
-            target[x.dtype] += x.width
-            if x.tp_split and tp > 1:
-                (tp_s2 if x.s2 else tp_pt)[x.dtype] += x.width * n_layers
-            lines.append((x.what, x.width * n_layers, x.dtype, x.s2))
-        # LoRA: each targeted linear saves its A output (r elements per application) and, when it
-        # needs a private copy of its input, that copy (d_in elements per application)
-        for key in targets:
-            if _block_of(spec, key, block) and key in widths:
-                d_in, apps = widths[key]
-                rank_elems += apps * n_layers
-                copy_elems += d_in * apps * n_layers
-        for kind in DKINDS:
-            per_token[kind] += pt[kind] * n_layers
-            s2[kind] += ps[kind] * n_layers
-        size = sum(pt.values()) + sum(ps.values()) * 1024
-        if size > largest_bytes:
-            largest_bytes = size
-            layer_pt, layer_s2 = dict(pt), dict(ps)
-    for x in model_level_saved(spec):
-        if keeps(x, ""):
-            per_token[x.dtype] += x.width
-            lines.append((x.what, x.width, x.dtype, False))
-    return ActivationCoefficients(
-        per_token=per_token,
-        s2=s2,
-        tp_per_token=tp_pt,
-        tp_s2=tp_s2,
-        layer_per_token=layer_pt,
-        layer_s2=layer_s2,
-        layers=spec.total_layers,
-        lora_rank_elems=rank_elems,
-        lora_copy_elems=copy_elems,
-        lines=tuple(lines),
-    )
-
-
-def _keeps(
-    spec: ModelSpec,
-    x: Saved,
-    block: str,
-    full_ft: bool,
-    targets: frozenset[str],
-    widths: dict[str, tuple[int, float]],
-    eager: bool,
-    selective: bool,
-    lora_input_copies: bool,
-) -> bool:
-    """Whether tensor ``x`` of a ``block`` layer is saved in this setting."""
-    if x.eager_only and not eager:
-        return False
-    if x.flash_only and eager:
-        return False
-    if x.s2 and selective:
-        return False
-    if x.recomputed_by_selective and selective and eager:
-        return False
-    if x.flash_or_selective and eager and not selective:
-        return False
-    if x.norm_weight and not full_ft:
-        return False
-    if x.inputs_of:
-        readers = [r for r in (_qualify(spec, m, block) for m in x.inputs_of) if r in widths]
-        if full_ft and "lm_head" in x.inputs_of:
-            return True  # a tied head trains with the embedding
-        if full_ft:
-            return bool(readers)
-        # a LoRA adapter reads the shared input itself only when it needs no private copy
-        return any(r in targets for r in readers) and not lora_input_copies
-    return True
-
-
-def checkpoint_bias_elements(spec: ModelSpec, block: str, seq_len: Num) -> Num:
-    """Elements a checkpointed layer keeps besides its input, per layer (not per token).
-
-    T5 passes its relative position bias, a (1, heads, s, s) tensor, from layer to layer; a
-    checkpointed layer keeps it as an input (traced: one per self-attention, and the decoder's
-    cross-attention bias too). Other families keep only the hidden state.
-    """
-    if spec.family not in ("t5", "mt5"):
-        return 0.0 * seq_len  # same shape as seq_len
-    per_attention = float(spec.heads) * seq_len * seq_len
-    return per_attention * (2 if block == "decoder" else 1)
-
-
-def checkpointed_layer_elements(spec: ModelSpec, block: str, tokens: Num, seq_len: Num) -> Num:
-    """Elements one fully checkpointed ``block`` layer keeps for ``tokens`` tokens of sequences of
-    ``seq_len``: its input, the residual stream (tokens × hidden, in the residual dtype), plus the
-    T5 position bias it was given (:func:`checkpoint_bias_elements`, one per layer, not per token).
-    """
-    return tokens * float(spec.hidden) + checkpoint_bias_elements(spec, block, seq_len)
-
-
-def layer_bytes_per_token(
-    spec: ModelSpec,
-    block: str,
-    *,
-    attention: str,
-    checkpointing: str,
-    kind_bytes: dict[str, float],
-    seq_len: int,
-    batch: int = 1,
-    method: str = "full",
-    lora_targets: str = "",
-) -> float:
-    """Bytes one ``block`` layer saves per token (what ``fitplan trace`` measures).
-
-    ``checkpointing`` 'full' keeps the layer's input (the residual stream) and, for T5, the
-    position bias; 'selective' drops the attention-score tensors; ``kind_bytes`` gives bytes per
-    element of each dtype kind.
-    """
-    if checkpointing == "full":
-        tokens = batch * seq_len
-        kept = checkpointed_layer_elements(spec, block, tokens, seq_len)
-        return kept * kind_bytes["residual"] / tokens
-    full_ft, targets = _trainable_keys(spec, method, lora_targets)
-    widths = _linear_widths(spec)
-    eager = attention == "eager"
-    selective = checkpointing == "selective"
-    total = 0.0
-    for x in layer_saved(spec, block):
-        if _keeps(spec, x, block, full_ft, targets, widths, eager, selective, False):
-            total += x.width * (seq_len if x.s2 else 1) * kind_bytes[x.dtype]
-    return total
-
-
-def _qualify(spec: ModelSpec, module: str, block: str) -> str:
-    if spec.family in ("t5", "mt5") and ":" not in module:
-        return f"{block}:{module}"
-    return module
-
-
-def _block_of(spec: ModelSpec, key: str, block: str) -> bool:
-    """Whether linear group ``key`` lives in ``block`` (T5 keys carry their stack)."""
-    inv = inventory(spec)
-    for g in inv.groups:
-        if g.is_linear and group_key(spec, g.name, g.block) == key:
-            return g.block == block or (not g.block and block == next(iter(inv.blocks), ""))
-    return False
-
+__all__ = [
+    "ActivationCoefficients",
+    "activation_arrays",
+    "activation_coefficients",
+    "layer_bytes_per_token",
+]
 
 # --------------------------------------------------------------------------------------------
 # Assembly: the coefficients times bytes per element, per configuration
@@ -311,6 +62,7 @@ def activation_arrays(spec: ModelSpec, batch: ConfigBatch) -> dict[str, np.ndarr
         "softmax": b_soft,
         "mask": np.ones(n),
         "cast16": np.where(b_c >= 4, 0.0, b_c),
+        "autocast16": np.where(batch.autocast & (b_c < 4), b_c, 0.0),
     }
     tokens = (batch.micro_batch * batch.seq_len).astype(np.float64)
     s = batch.seq_len.astype(np.float64)
@@ -328,6 +80,7 @@ def activation_arrays(spec: ModelSpec, batch: ConfigBatch) -> dict[str, np.ndarr
         batch.lora_dropout | (batch.adapter_bytes != layer_in) | (copy_elem != layer_in)
     )
     lora_extra = np.zeros(n)
+    freed_before_core = np.zeros(n)  # what a layer's backward frees before its attention core
     sp = sequence_parallel(batch)
     # one coefficient set per distinct (trainability, attention, checkpointing, copies, tp)
     key = batch.is_lora.astype(np.int64)
@@ -371,6 +124,10 @@ def activation_arrays(spec: ModelSpec, batch: ConfigBatch) -> dict[str, np.ndarr
             per_layer += kb_sel * (coef.layer_per_token[kind] + s[sel] * coef.layer_s2[kind])
         saved[sel] = tokens[sel] * per_tok
         layer[sel] = tokens[sel] * per_layer / tp_deg
+        after_core = sum(
+            kind_bytes[kind][sel] * coef.after_core_per_token.get(kind, 0.0) for kind in DKINDS
+        )
+        freed_before_core[sel] = tokens[sel] * after_core / tp_deg
         if is_sel:
             # selective recomputation rebuilds each layer's attention core in its backward: for
             # that moment one layer holds what no checkpointing would have kept of it
@@ -397,6 +154,20 @@ def activation_arrays(spec: ModelSpec, batch: ConfigBatch) -> dict[str, np.ndarr
                 coef.lora_copy_elems * (copy_elem[sel] + batch.lora_dropout[sel]) * has_copies
             )
             lora_extra[sel] = tokens[sel] * (rank_bytes + copy_bytes)
+            # folded expert stacks (PEFT ParamWrapper): per layer, not per token, in W's dtype
+            folded = (
+                (coef.folded_weight_elems + batch.rank[sel] * coef.folded_factor_rank_elems)
+                * batch.weight_bytes[sel]
+                / tp_deg
+            )
+            lora_extra[sel] += folded
+            freed_before_core[sel] += folded / max(coef.layers, 1)
+            freed_before_core[sel] += tokens[sel] * (
+                batch.rank[sel] * coef.after_core_rank_elems * copy_elem[sel]
+                + coef.after_core_copy_elems
+                * (copy_elem[sel] + batch.lora_dropout[sel])
+                * has_copies
+            )
     facts = model_facts(spec)
     layers = float(facts.layers)
     saved = saved + lora_extra
@@ -422,7 +193,7 @@ def activation_arrays(spec: ModelSpec, batch: ConfigBatch) -> dict[str, np.ndarr
         - (n - 1) * checkpoint_bias_elements(spec, block, s)
         for block, n in blocks.items()
     )
-    ckpt_saved = kept * b_r + lora_extra / layers
+    ckpt_saved = kept * b_r
     # sequence parallel: each rank keeps its 1/tp slice of the checkpointed layer inputs
     ckpt_saved = np.where(sp, ckpt_saved / batch.tp, ckpt_saved)
     saved = np.where(full_ckpt, ckpt_saved, saved)
@@ -443,6 +214,12 @@ def activation_arrays(spec: ModelSpec, batch: ConfigBatch) -> dict[str, np.ndarr
         "recompute": recompute,
         "end": saved / max(layers, 1.0),
         "forward": forward_transient_bytes(spec, batch, b_c, b_soft) * in_flight / pp,
-        "attention_backward": backward_transient_bytes(spec, batch, b_c, b_soft),
+        # the eager core's backward transients, beyond what the layer's backward held when it
+        # started: by the core, the nodes after it (out projection, norm, MLP; their LoRA input
+        # copies) have run and released their saved tensors (the autograd engine frees a node's
+        # saved variables once it has run, without retain_graph)
+        "attention_backward": np.maximum(
+            backward_transient_bytes(spec, batch, b_c, b_soft) - freed_before_core, 0.0
+        ),
         "written": uncheckpointed,
     }

@@ -62,4 +62,26 @@ def lora_target_groups(spec: ModelSpec, targets: str) -> list[ParamGroup]:
 def lora_params(spec: ModelSpec, rank: int, targets: str) -> int:
     """Trainable LoRA parameters: Σ over targeted linears of r·(d_in + d_out) (A: r×d_in, B: d_out×r)."""
     inv = inventory(spec)
-    return sum(rank * (g.d_in + g.d_out) * inv.count(g) for g in lora_target_groups(spec, targets))
+    dims = sum((g.d_in + g.d_out) * inv.count(g) for g in lora_target_groups(spec, targets))
+    return rank * (dims + fused_expert_lora_extra(spec, targets))
+
+
+#: Expert gate / up projections: transformers ≥ 5 stores them fused, one (experts, 2·I, H)
+#: ``gate_up_proj`` parameter per MoE layer (modeling_mixtral.py: MixtralExperts)
+_EXPERT_GATE_UP = ("w1", "w3", "gate_proj", "up_proj")
+
+
+def fused_expert_lora_extra(spec: ModelSpec, targets: str) -> int:
+    """LoRA parameters per unit rank that PEFT's ``ParamWrapper`` adds on a fused expert stack
+    beyond two separate gate / up adapters: transformers ≥ 5 keeps an MoE layer's experts as 3-D
+    ``nn.Parameter`` stacks (``gate_up_proj`` (E, 2·I, H), ``down_proj`` (E, H, I)), which PEFT's
+    all-linear targets as parameters; on ``gate_up_proj`` it builds lora_A (E·2r, H) and lora_B
+    (2·I, E·2r) (traced, Mixtral-8x7B r = 64: lora_A (1024, 4096), lora_B (28672, 1024)), so each
+    expert's B is 2·I × 2r where two adapters hold 2 × (I × r): 2·I more per unit rank per expert.
+    """
+    inv = inventory(spec)
+    return sum(
+        g.d_out * inv.count(g)
+        for g in lora_target_groups(spec, targets)
+        if g.role == "expert" and g.name.split(".")[-2] in _EXPERT_GATE_UP
+    )

@@ -6,7 +6,7 @@ Model states come from :mod:`constraints.model_states`, activations from
 A training step does not hold every term at once. With ``zero_grad(set_to_none=True)`` (the
 default of torch, HF Trainer, torchtune) gradients exist from the backward pass until the
 optimizer step, while activations are freed layer by layer as the backward runs. So the peak is
-the largest of five moments, each reported with the terms alive at it:
+the largest of six moments, each reported with the terms alive at it:
 
     A  loss backward:    weights + states + (gradients if accumulating) + all activations + logits
     B  last layer bwd:   weights + states + (gradients if accumulating) + all activations + 1 layer recomputed
@@ -14,6 +14,9 @@ the largest of five moments, each reported with the terms alive at it:
     D  optimizer step:   weights + states + all gradients + the step's transient
     E  forward:          weights + states + (gradients if accumulating) + all activations + the
                          forward tensors of one checkpointed layer (constraints/attention_transients.py)
+    F  first layer's attention backward: C, with the eager core's score gradients in place of
+                         the tied embedding's second gradient (the embedding's backward runs after
+                         layer 0's; the head's gradient waits in the engine's buffer throughout)
 
 Every function here takes a :class:`ConfigBatch` and returns numpy arrays: one code path for one
 configuration and for a million.
@@ -74,7 +77,14 @@ TERMS: dict[str, tuple[str, ...]] = {
     "overhead": ("cuda_context", "nccl_buffers", "allocator_slack"),
 }
 PARTS: tuple[str, ...] = tuple(p for parts in TERMS.values() for p in parts)
-PHASES = ("loss backward", "backward (recompute)", "end of backward", "optimizer step", "forward")
+PHASES = (
+    "loss backward",
+    "backward (recompute)",
+    "end of backward",
+    "optimizer step",
+    "forward",
+    "backward (first layer's attention)",
+)
 
 PART_DOC = {
     "base_weights": "model weights resident on this GPU (quantised linears + 16-bit rest)",
@@ -149,18 +159,19 @@ def phase_parts(
     workspace: np.ndarray,
     context: float,
 ) -> list[Arrays]:
-    """The parts alive at each of the five moments of a step (see the module docstring)."""
+    """The parts alive at each of the six moments of a step (see the module docstring)."""
     accumulating = (batch.grad_accum > 1) & ~batch.opt_in_bwd
     grads_held = np.where(accumulating, grads["gradient_tensors"], 0.0)
     zeros = np.zeros(len(batch))
     out = []
     for phase in range(len(PHASES)):
         before_end = phase < 2 or phase == 4
+        end = phase in (2, 5)  # layer 0's backward: every gradient but the embedding's
         parts = {
             "base_weights": weights["base_weights"],
             "adapter_weights": weights["adapter_weights"],
             "gathered_weights": weights["gathered_weights"],
-            "dequant_buffer": weights["dequant_buffer"] if phase < 3 else zeros,
+            "dequant_buffer": weights["dequant_buffer"] if phase < 3 or end else zeros,
             "autocast_weight_copies": weights["autocast_weight_copies"]
             + (weights["autocast_layer_copies"] if phase == 1 else zeros)
             if before_end
@@ -169,17 +180,15 @@ def phase_parts(
             if before_end
             else np.where((phase == 3) & opt["frees_16bit_grads"], 0.0, grads["gradient_tensors"]),
             "grad_buckets": grads["grad_buckets"]
-            + (grads.get("backward_buckets", zeros) if phase in (1, 2) else zeros),
+            + (grads.get("backward_buckets", zeros) if phase == 1 or end else zeros),
             "tied_embedding_grad": grads["tied_embedding_grad"] if phase == 2 else zeros,
             "optimizer_states": opt["optimizer_states"],
             "master_weights": opt["master_weights"],
             "optimizer_step_transient": opt["optimizer_step_transient"] if phase == 3 else zeros,
-            "saved_activations": act["saved"]
-            if before_end
-            else (act["end"] if phase == 2 else zeros),
-            "recompute_layer": act["recompute"] if phase in (1, 2) else zeros,
+            "saved_activations": act["saved"] if before_end else (act["end"] if end else zeros),
+            "recompute_layer": act["recompute"] if phase == 1 or end else zeros,
             "forward_layer": act["forward"] if phase == 4 else zeros,
-            "attention_backward": act["attention_backward"] if phase == 1 else zeros,
+            "attention_backward": act["attention_backward"] if phase in (1, 5) else zeros,
             "logits_and_loss": logits if phase == 0 else zeros,
             "workspace": workspace,
         }

@@ -22,6 +22,7 @@ from constraints import constants as C
 from constraints.backends import BACKEND_CODE
 from constraints.config import CODE, OPTIMIZER_NAMES, QUANT_NAMES, ConfigBatch
 from constraints.errors import FitplanError
+from constraints.lora_targets import fused_expert_lora_extra
 from constraints.model_spec import ModelSpec
 from constraints.params import ParamGroup, inventory, lora_target_groups
 from constraints.precision import BNB_MIN_8BIT_SIZE, BNB_OPTIM_BLOCK, OPTIMIZERS, QUANTS
@@ -105,7 +106,7 @@ def trainable_params(spec: ModelSpec, batch: ConfigBatch) -> np.ndarray:
         sel = lora & (batch.targets == t)
         if sel.any():
             dims = sum((g.d_in + g.d_out) * n for g, n in _lora_groups(spec, name))
-            out[sel] = batch.rank[sel] * dims
+            out[sel] = batch.rank[sel] * (dims + fused_expert_lora_extra(spec, name))
     return out
 
 

@@ -235,6 +235,16 @@ def _falcon_layer(spec: ModelSpec) -> list[Saved]:
             s2=True,
             eager_only=True,
         ),
+        # modeling_falcon.py: softmax(scores + mask, dtype=hidden_states.dtype) is fp32 under
+        # autocast (fp32 weights), and the PV matmul (autocast's fp16/bf16 list) saves its own
+        # 16-bit cast of it (traced, amp: 6.0 B per score element per layer, not 4)
+        Saved(
+            "attention probabilities cast by autocast (PV matmul input)",
+            spec.heads,
+            "autocast16",
+            s2=True,
+            eager_only=True,
+        ),
         Saved(
             "attention output made contiguous (dense input)",
             q,

@@ -10,7 +10,9 @@ What a tensor costs depends on the run (its ``dtype`` kind):
 - ``cast16``: a 16-bit cast of an fp32 tensor (``.to(query.dtype)``): the compute dtype's bytes,
   none when the computation runs in fp32 (the cast is a no-op and shares the fp32 storage; traced:
   OPT-1.3B LoRA fp32 eager 8 × 8192 held one fp32 probability tensor per layer, not two);
-- ``mask``: dropout masks, 1 byte per element.
+- ``mask``: dropout masks, 1 byte per element;
+- ``autocast16``: the 16-bit copy autocast makes of an fp32 input to a matmul (the compute dtype's
+  bytes under autocast, none otherwise).
 """
 
 from __future__ import annotations
@@ -20,8 +22,16 @@ from typing import Literal
 
 from constraints.model_spec import LLAMA_LIKE, ModelSpec
 
-DKind = Literal["compute", "residual", "fp32", "softmax", "mask", "cast16"]
-DKINDS: tuple[DKind, ...] = ("compute", "residual", "fp32", "softmax", "mask", "cast16")
+DKind = Literal["compute", "residual", "fp32", "softmax", "mask", "cast16", "autocast16"]
+DKINDS: tuple[DKind, ...] = (
+    "compute",
+    "residual",
+    "fp32",
+    "softmax",
+    "mask",
+    "cast16",
+    "autocast16",
+)
 
 
 @dataclass(frozen=True)

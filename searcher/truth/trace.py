@@ -219,6 +219,7 @@ def trace_mode(
         "fp32": 4.0,
         "softmax": 4.0 if dtype == "fp32" else 2.0,
         "cast16": 0.0 if dtype == "fp32" else 2.0,
+        "autocast16": 0.0,  # the layer trace runs without autocast
         "mask": 1.0,
     }
     analytic = {

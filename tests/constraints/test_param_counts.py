@@ -170,3 +170,26 @@ def test_lora_reference_rows() -> None:
 def test_llama3_8b_r16_all_linear() -> None:
     """design.md: Llama-3-8B, r=16, all linear layers → 41,943,040."""
     assert lora_params(catalog_model("llama-3-8b"), 16, "all-linear") == 41_943_040
+
+
+def test_lora_on_fused_expert_stacks_counts_peft_param_wrapper_shapes():
+    """PEFT's all-linear on transformers 5 Mixtral (experts as 3-D parameter stacks, wrapped by
+    ParamWrapper): the adapter shapes PEFT built on a meta Mixtral-8x7B layer, r = 64, printed
+    from ``get_peft_model``: q (64, 4096) + (4096, 64), k and v (64, 4096) + (1024, 64),
+    o (64, 4096) + (4096, 64), router gate (64, 4096) + (8, 64), experts gate_up_proj
+    (1024, 4096) + (28672, 1024), down_proj (512, 14336) + (4096, 512); 32 layers."""
+    from constraints.lora_targets import lora_params
+    from constraints.models import resolve_model
+
+    per_layer = (
+        2 * 64 * 4096  # q_proj
+        + 2 * (64 * 4096 + 1024 * 64)  # k_proj, v_proj
+        + 2 * 64 * 4096  # o_proj
+        + 64 * 4096
+        + 8 * 64  # router gate
+        + 1024 * 4096
+        + 28672 * 1024  # experts.gate_up_proj
+        + 512 * 14336
+        + 4096 * 512  # experts.down_proj
+    )
+    assert lora_params(resolve_model("mixtral-8x7b"), 64, "all-linear") == 32 * per_layer
