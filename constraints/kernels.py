@@ -13,7 +13,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from constraints.config import KERNELS
+from constraints.attention_kernels import attention_curve, sequence_shape
+from constraints.config import CODE, KERNELS
 from constraints.gpus import GpuSpec
 from constraints.throughput_constants import (
     FA2_HOPPER_SHARE,
@@ -26,7 +27,13 @@ from constraints.throughput_constants import (
     OPS_PER_LAYER_LIGER,
 )
 
-__all__ = ["KERNEL_STACKS", "KernelStack", "attention_share", "stack_column"]
+__all__ = [
+    "KERNEL_STACKS",
+    "KernelStack",
+    "attention_efficiency_scale",
+    "attention_share",
+    "stack_column",
+]
 
 
 @dataclass(frozen=True)
@@ -74,3 +81,28 @@ def attention_share(gpu: GpuSpec, codes: np.ndarray) -> np.ndarray:
         return np.ones(codes.shape)
     fused = stack_column(codes, "hopper_fused_attention") > 0
     return np.where(fused, FA3_HOPPER_SHARE, FA2_HOPPER_SHARE)
+
+
+def attention_efficiency_scale(
+    gpu: GpuSpec,
+    codes: np.ndarray,
+    attention: np.ndarray,
+    seq_len: np.ndarray,
+    head_dim: float,
+    causal: bool,
+) -> np.ndarray:
+    """The factor on ETA_ATTENTION for each row: the GPU's and stack's share
+    (``attention_share``) times the published curve's shape at the row's sequence length and
+    head dim (constraints/attention_kernels.py). Eager attention (``attention`` = the eager
+    code: batched matmuls and a softmax, not a flash kernel) keeps the share alone."""
+    share = attention_share(gpu, codes)
+    hopper = gpu.sm is not None and 9.0 <= gpu.sm < 10.0
+    seq = np.asarray(seq_len, dtype=np.float64)
+    shape = sequence_shape(attention_curve(hopper, False), causal, head_dim, seq)
+    if hopper:
+        fused = stack_column(codes, "hopper_fused_attention") > 0
+        shape = np.where(
+            fused, sequence_shape(attention_curve(hopper, True), causal, head_dim, seq), shape
+        )
+    flash = attention != CODE["attention"]["eager"]
+    return share * np.where(flash, shape, 1.0)

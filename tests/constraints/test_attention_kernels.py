@@ -127,3 +127,26 @@ def test_fa1_and_fa2_differ_as_the_figure_shows() -> None:
     fa1 = published_tflops("flash_attn_1", "a100-80gb-sxm4", "fwd_bwd", True, 128, s)
     fa2 = published_tflops(*A100_FA2, True, 128, s)
     np.testing.assert_allclose(fa2 / fa1, [182 / 80, 189 / 83])
+
+
+def test_row_scale_keeps_eager_flat_and_picks_hopper_curves() -> None:
+    from constraints.config import CODE
+    from constraints.gpus import resolve_gpu
+    from constraints.kernels import attention_efficiency_scale, attention_share
+
+    seq = np.array([1024, 16384])
+    eager_stack = np.full(2, CODE["kernels"]["eager"])
+    te_stack = np.full(2, CODE["kernels"]["te"])
+    flash = np.full(2, CODE["attention"]["flash"])
+    eager_attn = np.full(2, CODE["attention"]["eager"])
+    a100 = resolve_gpu("a100-80gb")
+    h100 = resolve_gpu("h100-sxm")
+    scale = attention_efficiency_scale(a100, eager_stack, flash, seq, 128, True)
+    np.testing.assert_allclose(scale, [133 / 189, 1.0])  # Fig. 4 (d)
+    np.testing.assert_allclose(
+        attention_efficiency_scale(a100, eager_stack, eager_attn, seq, 128, True), [1.0, 1.0]
+    )
+    fa2 = attention_efficiency_scale(h100, eager_stack, flash, seq, 128, True)
+    np.testing.assert_allclose(fa2 / attention_share(h100, eager_stack), [221 / 328, 1.0])
+    te = attention_efficiency_scale(h100, te_stack, flash, seq, 128, True)
+    np.testing.assert_allclose(te / attention_share(h100, te_stack), [410 / 539, 1.0])
