@@ -29,6 +29,8 @@ __all__ = [
     "ANCHOR_HEAD_DIM",
     "ANCHOR_SEQ_LEN",
     "attention_curve",
+    "fa2_fraction_of_peak",
+    "fa2_over_fa1",
     "published_tflops",
     "sequence_shape",
 ]
@@ -114,3 +116,31 @@ def sequence_shape(
         kernel, gpu, pass_, causal, ANCHOR_HEAD_DIM, np.array([ANCHOR_SEQ_LEN])
     )
     return published_tflops(kernel, gpu, pass_, causal, head_dim, seq_len) / anchor[0]
+
+
+#: dense bf16 tensor-core peaks of the GPUs the curves were measured on, TFLOPS: A100 SXM4 312
+#: (NVIDIA A100 datasheet), H100 SXM5 989 (NVIDIA H100 datasheet, without sparsity).
+CURVE_GPU_PEAK_TFLOPS = {"a100-80gb-sxm4": 312.0, "h100-80gb-sxm5": 989.0}
+#: FA1 and FA2 fwd+bwd curves of one GPU generation (FlashAttention-2 paper, Figs. 4 and 7).
+_FA_GPU = {False: "a100-80gb-sxm4", True: "h100-80gb-sxm5"}
+
+
+def fa2_over_fa1(hopper: bool, causal: bool, head_dim: float, seq_len: np.ndarray) -> np.ndarray:
+    """FlashAttention-2's fwd+bwd TFLOPS over FlashAttention-1's at (seq_len, head_dim), same
+    figure and mask (A100: Fig. 4; Hopper: H100 Fig. 7): 1.8 at 512 tokens, 2.3 at 16k (A100)."""
+    gpu = _FA_GPU[hopper]
+    fa2 = published_tflops("flash_attn_2", gpu, "fwd_bwd", causal, head_dim, seq_len)
+    fa1 = published_tflops("flash_attn_1", gpu, "fwd_bwd", causal, head_dim, seq_len)
+    return fa2 / fa1
+
+
+def fa2_fraction_of_peak(
+    hopper: bool, causal: bool, head_dim: float, seq_len: np.ndarray
+) -> np.ndarray:
+    """FlashAttention-2's published fwd+bwd TFLOPS over the measuring GPU's dense peak. The
+    papers count a causal mask's FLOPs as half the full ones, as fitplan does (CAUSAL_SCORE_SHARE),
+    and fwd+bwd as 3.5x the forward (fitplan: 1 + ATTENTION_BACKWARD_PER_FORWARD = 3.5), so this
+    is the largest share of peak fitplan's attention FLOPs may run at under FA2."""
+    gpu = _FA_GPU[hopper]
+    tflops = published_tflops("flash_attn_2", gpu, "fwd_bwd", causal, head_dim, seq_len)
+    return tflops / CURVE_GPU_PEAK_TFLOPS[gpu]
