@@ -7,14 +7,14 @@ curves (constraints/data/attention_kernels.csv, one row per kernel, GPU, head di
 sequence length; each with its figure) are interpolated in log2(sequence length) and
 log2(head dim), clamped at the published ends (512 and 16k tokens; 64 and 128 or 256).
 
-A curve is meant to enter the step time only as its shape, ``TFLOPS(s, d) /
-TFLOPS(ANCHOR_SEQ_LEN, ANCHOR_HEAD_DIM)`` at the row's causality, on the fitted level
-ETA_ATTENTION (constraints/throughput_constants.py). It is NOT wired into
-constraints/throughput.py yet: measured on the shipped rows, the shape alone makes the
-single-GPU regime worse (11.8 % → 13.3 % median), because the fitted llm-foundry rows ran
-FlashAttention 1 (llm-foundry's ``gpu`` extra pinned flash-attn==1.0.9 through 2024-01) while
-the HF / torchtune rows run FA2; docs/steptime.md ("Attention against sequence length") has the
-measurements and what a kernel-generation knob would need.
+The step time uses the curves in two ways. ``sequence_shape`` (``TFLOPS(s, d) /
+TFLOPS(ANCHOR_SEQ_LEN, ANCHOR_HEAD_DIM)``) is available through kernels.attention_efficiency_scale
+but not wired in (measured: the shape alone on the fitted level worsens the single-GPU rows).
+``fa2_over_fa1`` and ``fa2_fraction_of_peak`` set an FA2 row's attention on Ampere/Ada
+(kernels.attention_generation_scale): ETA_ATTENTION is FA1's level (the fitted llm-foundry rows
+pinned flash-attn==1.0.9), and an FA2 row runs it times the published FA2/FA1 ratio, capped at
+FA2's published share of peak; docs/steptime.md ("Attention against sequence length") has the
+measurements.
 """
 
 from __future__ import annotations
