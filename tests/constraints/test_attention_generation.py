@@ -88,3 +88,15 @@ def test_the_a100_ratio_is_the_published_fa2_over_the_fitted_fa1_level() -> None
     )
     assert ratio == pytest.approx(155.0 / 312.0 / ETA_ATTENTION)
     assert ratio < 155.0 / 69.0  # below the published FA2/FA1 ratio, which would pass FA2's peak
+
+
+def test_the_shipped_rows_carry_their_generation() -> None:
+    # the llm-foundry benchmark table (216 rows) ran flash-attn 1.0.9; no other source ran FA1
+    from searcher.truth.throughput_rows import load_throughput_cases
+
+    cases = [c for c in load_throughput_cases() if c.config is not None]
+    foundry = [c for c in cases if "llm-foundry" in c.source]
+    assert len(foundry) == 216
+    assert all(c.config.attention_kernel == "fa1" for c in foundry)  # type: ignore[union-attr]
+    others = [c for c in cases if "llm-foundry" not in c.source]
+    assert others and all(c.config.attention_kernel == "fa2" for c in others)  # type: ignore[union-attr]
