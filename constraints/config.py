@@ -45,6 +45,9 @@ KERNELS = ("eager", "compile", "te", "liger")
 FP8_RECIPES = ("tensorwise", "rowwise", "te-delayed", "te-current", "mxfp8")
 #: whose model code runs the layers (its eager kernels: constraints/eager_traffic.py)
 MODEL_CODES = ("hf", "torchtune", "torchtitan", "torchtitan-fused-rmsnorm")
+#: flash-attention kernel generation (constraints/attention_kernels.py): FlashAttention-2 (flash-attn
+#: 2 and PyTorch SDPA's flash backend, what fitplan's plans run), FlashAttention-1 (flash-attn 1.x)
+ATTENTION_KERNELS = ("fa2", "fa1")
 OPTIMIZER_NAMES = tuple(OPTIMIZERS)
 QUANT_NAMES = tuple(QUANTS)
 RECIPE_NAMES = tuple(RECIPES)
@@ -76,6 +79,7 @@ _INT_COLUMNS = (
     "fp8_recipe",
     "virtual_stages",
     "model_code",
+    "attention_kernel",
 )
 _BOOL_COLUMNS = (
     "lora_dropout",
@@ -141,6 +145,9 @@ class TrainConfig(Record):
     #: whose model code runs the layers: its eager kernels differ (constraints/eager_traffic.py);
     #: fitplan emits Hugging Face code, the others describe measured runs
     model_code: Literal["hf", "torchtune", "torchtitan", "torchtitan-fused-rmsnorm"] = "hf"
+    #: flash-attention generation (fa2: flash-attn 2 / SDPA flash, what fitplan emits; fa1:
+    #: flash-attn 1.x, which measured runs such as llm-foundry's 2023 benchmarks used)
+    attention_kernel: Literal["fa2", "fa1"] = "fa2"
     # ---- the caching allocator (constraints/allocator.py): changes reserved memory, not speed
     #: PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (torchtitan's run_train.sh sets it)
     expandable_segments: bool = False
@@ -294,6 +301,7 @@ class TrainConfig(Record):
             "expandable": self.expandable_segments,
             "virtual_stages": self.virtual_stages,
             "model_code": MODEL_CODES.index(self.model_code),
+            "attention_kernel": ATTENTION_KERNELS.index(self.attention_kernel),
         }
 
 
@@ -310,6 +318,7 @@ CODE: dict[str, dict[str, int]] = {
     "kernels": {k: i for i, k in enumerate(KERNELS)},
     "fp8_recipe": {r: i for i, r in enumerate(FP8_RECIPES)},
     "model_code": {m: i for i, m in enumerate(MODEL_CODES)},
+    "attention_kernel": {k: i for i, k in enumerate(ATTENTION_KERNELS)},
 }
 
 
@@ -356,6 +365,7 @@ class ConfigBatch:
     expandable: np.ndarray
     virtual_stages: np.ndarray
     model_code: np.ndarray
+    attention_kernel: np.ndarray
     target_names: tuple[str, ...] = ("all-linear",)
 
     def __len__(self) -> int:
@@ -409,6 +419,7 @@ class ConfigBatch:
             expandable_segments=bool(self.expandable[i]),
             virtual_stages=int(self.virtual_stages[i]),
             model_code=MODEL_CODES[int(self.model_code[i])],  # type: ignore[arg-type]
+            attention_kernel=ATTENTION_KERNELS[int(self.attention_kernel[i])],  # type: ignore[arg-type]
         )
 
     @classmethod

@@ -34,7 +34,7 @@ from constraints.eager_traffic import eager_elementwise_factors, eager_recompute
 from constraints.fp8 import fp8_column
 from constraints.gemms import model_gemms
 from constraints.gpus import GpuSpec
-from constraints.kernels import attention_share, stack_column
+from constraints.kernels import attention_generation_scale, attention_share, stack_column
 from constraints.memory import memory_arrays
 from constraints.model_states import model_facts
 from constraints.models import ModelSpec
@@ -254,7 +254,18 @@ def throughput_arrays(
         layers_attn = spec.total_layers + (spec.layers if spec.arch == "encoder-decoder" else 0)
         attn_flops = ATTENTION_FLOPS_PER_SCORE * T * s * spec.q_width * causal * layers_attn / tp
     eager = batch.attention == CODE["attention"]["eager"]
-    t_attn_fwd = attn_flops / (peak16 * eta_attention * attention_share(gpu, batch.kernels))
+    eta_attn = eta_attention * attention_share(gpu, batch.kernels)
+    eta_attn = eta_attn * attention_generation_scale(
+        gpu,
+        batch.kernels,
+        batch.attention,
+        batch.attention_kernel,
+        s,
+        spec.head_dim,
+        spec.arch != "encoder",
+        eta_attention,
+    )
+    t_attn_fwd = attn_flops / (peak16 * eta_attn)
     s2_bytes = np.where(eager, T * s * spec.heads * EAGER_SCORE_BYTES * spec.total_layers / tp, 0.0)
     t_attn_fwd = t_attn_fwd + s2_bytes / bw
     t_attn_bwd = ATTENTION_BACKWARD_PER_FORWARD * t_attn_fwd

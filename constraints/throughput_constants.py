@@ -12,8 +12,10 @@ from __future__ import annotations
 # held out of the fit and test it (docs/steptime.md).
 #: Fraction of dense peak a large GEMM reaches (cuBLAS bf16 on A100/H100). Fitted: 0.70.
 ETA_GEMM = 0.70
-#: Fraction of dense peak FlashAttention reaches (forward and backward together). Fitted: 0.325
-#: (the llm-foundry rows ran FlashAttention 1/2 under torch 2.1; long sequences are slower).
+#: Fraction of dense peak FlashAttention reaches (forward and backward together). Fitted: 0.325,
+#: to the llm-foundry rows, which ran FlashAttention-1 (flash-attn==1.0.9 pinned), so it is the
+#: FA1 level; an FA2 row on Ampere/Ada runs FA2's published curve instead
+#: (kernels.attention_generation_scale; TrainConfig.attention_kernel).
 ETA_ATTENTION = 0.325
 #: FlashAttention-2 reaches a smaller share of a Hopper GPU's peak than of an Ampere/Ada one:
 #: "only 35% utilization of the H100" (Shah, Dao et al., FlashAttention-3, 2024) against 50–73 %

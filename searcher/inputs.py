@@ -224,6 +224,7 @@ def config_fields_from_args(
         "tp_comm_overlap": True if getattr(args, "tp_comm_overlap", False) else None,
         "virtual_stages": getattr(args, "virtual_stages", None),
         "model_code": getattr(args, "model_code", None),
+        "attention_kernel": getattr(args, "attention_kernel", None),
         "expandable_segments": True if getattr(args, "expandable_segments", False) else None,
     }
     if (

@@ -11,7 +11,7 @@ from searcher.validate import integer, number
 
 
 def add_speed_args(g: Any) -> None:
-    """--kernels, --fp8-recipe, --tp-comm-overlap, --virtual-stages, --model-code (TrainConfig's
+    """--kernels, --fp8-recipe, --tp-comm-overlap, --virtual-stages, --model-code, --attention-kernel (TrainConfig's
     speed knobs),
     and --expandable-segments (the caching allocator's mode: reserved memory, not speed)."""
     g.add_argument(
@@ -39,6 +39,12 @@ def add_speed_args(g: Any) -> None:
         choices=["hf", "torchtune", "torchtitan", "torchtitan-fused-rmsnorm"],
         help="whose layer code runs eager: Hugging Face (default), torchtune, torchtitan (its "
         "norm_type rmsnorm or fused_rmsnorm); each traced eager layer moves different bytes",
+    )
+    g.add_argument(
+        "--attention-kernel",
+        choices=["fa2", "fa1"],
+        help="flash-attention generation: fa2 (flash-attn 2 / SDPA flash, default, what emitted "
+        "plans run) or fa1 (flash-attn 1.x, as in older measured runs); speed only",
     )
     g.add_argument(
         "--expandable-segments",

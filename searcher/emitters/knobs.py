@@ -25,6 +25,8 @@ SPEED_KNOBS: dict[str, str] = {
     "virtual_stages": "1 only (interleaved pipelines are refused: not emitted yet)",
     "model_code": "hf only (plans are timed with Hugging Face layer code; the torchtune / "
     "torchtitan layers describe measured runs)",
+    "attention_kernel": "fa2 only (plans run FlashAttention-2 through flash-attn 2 / SDPA; fa1 "
+    "describes measured runs)",
     # not a speed knob but emitted by every format the same way: the allocator's mode
     "expandable_segments": "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True in the launch "
     "environment (train.py / the launch script / the launch command)",
@@ -34,6 +36,7 @@ _SPEED_DEFAULTS = {
     "fp8_recipe": "tensorwise",
     "tp_comm_overlap": False,
     "model_code": "hf",
+    "attention_kernel": "fa2",
 }
 
 

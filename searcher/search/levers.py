@@ -58,6 +58,7 @@ FLAG_OF_FIELD: dict[str, str] = {
     "tp_comm_overlap": "--tp-comm-overlap",
     "virtual_stages": "--virtual-stages",
     "model_code": "--model-code",
+    "attention_kernel": "--attention-kernel",
     "expandable_segments": "--expandable-segments",
 }
 

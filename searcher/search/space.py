@@ -229,7 +229,14 @@ def backend_options(problem: SearchProblem, lay: Layout, zero: int, offload: str
 
 
 #: knobs that change only the step time: a search keeps them as pinned (or at their defaults)
-SPEED_PINS = ("kernels", "fp8_recipe", "tp_comm_overlap", "virtual_stages", "model_code")
+SPEED_PINS = (
+    "kernels",
+    "fp8_recipe",
+    "tp_comm_overlap",
+    "virtual_stages",
+    "model_code",
+    "attention_kernel",
+)
 #: knobs a search never varies: the speed knobs and the allocator's segment mode (it changes the
 #: reserved memory, not the training: the user's environment decides it)
 PINNED_ONLY = (*SPEED_PINS, "expandable_segments")

@@ -197,7 +197,18 @@ def speed_fields(row: dict[str, str], assumptions: list[str]) -> dict[str, Any]:
     code = model_code_of(row)
     if code != "hf":
         fields["model_code"] = code
+    if attention_kernel_of(row) != "fa2":
+        fields["attention_kernel"] = attention_kernel_of(row)
     return fields
+
+
+def attention_kernel_of(row: dict[str, str]) -> str:
+    """The flash-attention generation the row ran: llm-foundry's benchmark table ran
+    FlashAttention-1 (its setup.py ``gpu`` extra pins flash-attn==1.0.9 at both table revisions,
+    b2a43a1 2023-10 and 5e85bd6 2024-01; FA2 only under ``gpu-flash2``; submit_benchmarks.py
+    defaults to attn_impl=triton); torchtune / torchtitan (SDPA's flash backend) and Qwen / HF
+    (flash-attn 2) run FA2."""
+    return "fa1" if "llm-foundry" in row.get("source", "").lower() else "fa2"
 
 
 def model_code_of(row: dict[str, str]) -> str:
