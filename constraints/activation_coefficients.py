@@ -25,12 +25,13 @@ the memory model is plain numpy arithmetic over millions of candidate configurat
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from functools import cache
 from typing import TypeVar
 
 import numpy as np
 
+from constraints.frozen import frozen
 from constraints.lora_targets import fused_expert_lora_extra
 from constraints.model_spec import ModelSpec
 from constraints.params import ParamGroup, group_key, inventory, lora_target_groups
@@ -45,7 +46,7 @@ Num = TypeVar("Num", float, np.ndarray)
 # --------------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@frozen
 class ActivationCoefficients:
     """Saved elements per token of the whole model for one (trainability, attention) setting.
 

@@ -10,7 +10,6 @@ The physics behind ``fitplan explain`` (its lever advice is :mod:`searcher.searc
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TypeVar
 
 import numpy as np
@@ -19,6 +18,7 @@ from constraints import constants as C
 from constraints.config import ConfigBatch, TrainConfig
 from constraints.cuda_context import context_bytes
 from constraints.errors import FitplanError
+from constraints.frozen import frozen
 from constraints.gpus import GpuSpec
 from constraints.hardware import describe, hardware_mask
 from constraints.memory import PARTS, PHASES, TERMS, memory_arrays
@@ -30,7 +30,7 @@ from constraints.speed import StepTime, speed_of
 NumberOrArray = TypeVar("NumberOrArray", int, float, np.ndarray)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen(slots=True, kw_only=True)
 class MemoryBreakdown(Record):
     """Bytes per GPU at the peak moment of a step. ``total`` = the five terms = what nvidia-smi
     shows at the peak; ``total − overhead − paged`` = peak allocated (bitsandbytes' paged states
@@ -76,7 +76,7 @@ class MemoryBreakdown(Record):
         return int(getattr(self, name))
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen(slots=True, kw_only=True)
 class Verdict(Record):
     """The breakdown against the card: usable = capacity − CUDA context − headroom; the
     allocator may reserve up to ``usable`` (``needed`` = peak reserved)."""
@@ -91,7 +91,7 @@ class Verdict(Record):
     problems: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen(slots=True, kw_only=True)
 class Explanation(Record):
     model: ModelSpec
     gpu: GpuSpec

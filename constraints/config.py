@@ -15,6 +15,7 @@ import numpy as np
 
 from constraints.backends import BACKEND_CODE, BACKEND_NAMES, infer_backend, why_not
 from constraints.errors import FitplanError
+from constraints.frozen import frozen
 from constraints.precision import (
     COMPUTE_DTYPES,
     DEFAULT_RECIPE,
@@ -105,7 +106,7 @@ COLUMN_DTYPES: dict[str, type] = {
 }
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen(slots=True, kw_only=True)
 class TrainConfig(Record):
     """One training configuration (per data-parallel replica unless stated)."""
 

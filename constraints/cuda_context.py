@@ -20,11 +20,11 @@ is the default from CUDA 12.2 on, and PyTorch sets it since 1.13).
 from __future__ import annotations
 
 import csv
-from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
 from constraints import constants as C
+from constraints.frozen import frozen
 from constraints.gpus import GpuSpec
 
 DATA = Path(__file__).with_name("data") / "cuda_context.csv"
@@ -32,7 +32,7 @@ KINDS = ("training", "bare")
 LOADING = ("lazy", "eager")
 
 
-@dataclass(frozen=True)
+@frozen
 class ContextFigure:
     """One published CUDA context figure, bytes."""
 

@@ -23,11 +23,10 @@ once, which the GEMM model already counts (constraints/throughput.py).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 
 from constraints.config import QUANT_NAMES
+from constraints.frozen import frozen
 from constraints.precision import QUANTS
 
 __all__ = ["DEQUANT_KERNELS", "DequantKernel", "dequant_bytes_per_weight", "dequant_launches"]
@@ -55,7 +54,7 @@ GPTQ_UNFUSED_BYTES_PER_WEIGHT = (
 GPTQ_UNFUSED_LAUNCHES = 10.0
 
 
-@dataclass(frozen=True)
+@frozen
 class DequantKernel:
     """How one library turns a packed weight into the 16-bit weight its GEMM reads."""
 

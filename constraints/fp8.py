@@ -19,17 +19,16 @@ fp8 weight all-gather (torchtitan ``enable_fsdp_float8_all_gather``) gathers 1-b
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 
 from constraints.config import FP8_RECIPES
+from constraints.frozen import frozen
 from constraints.throughput_constants import FP8_ROWWISE_GEMM_SHARE
 
 __all__ = ["FP8", "Fp8Recipe", "fp8_column"]
 
 
-@dataclass(frozen=True)
+@frozen
 class Fp8Recipe:
     name: str
     #: bytes moved per activation / gradient element of each fp8 GEMM operand, per pass

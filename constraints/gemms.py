@@ -3,16 +3,16 @@ share of a micro-batch's tokens each multiplies (k/E for a routed expert)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from functools import cache
 
+from constraints.frozen import frozen
 from constraints.models import ModelSpec
 from constraints.params import group_key, inventory
 
 __all__ = ["Gemm", "model_gemms"]
 
 
-@dataclass(frozen=True)
+@frozen
 class Gemm:
     """A linear of the model: ``layers × per_layer`` weight instances of d_in × d_out, each
     multiplying ``token_share`` of the micro-batch's tokens (k/E for a routed expert)."""

@@ -9,18 +9,18 @@ rate that training frameworks run at. ``usd_per_gpu_hour`` is a fitplan default,
 from __future__ import annotations
 
 import csv
-from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
 from constraints.errors import FitplanError, unknown_name
+from constraints.frozen import frozen
 from constraints.record import Record, bounded
 from constraints.units import looks_like_size, parse_size
 
 DATA_DIR = Path(__file__).parent / "data"
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen(slots=True, kw_only=True)
 class GpuSpec(Record):
     """One accelerator. Bandwidths in GB/s (1e9 bytes/s) per direction; compute in dense TFLOPS."""
 

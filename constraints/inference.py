@@ -9,11 +9,10 @@ logits for the last position only (transformers logits_to_keep=1).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from constraints import constants as C
 from constraints.cuda_context import context_bytes as gpu_context_bytes
 from constraints.errors import FitplanError
+from constraints.frozen import frozen
 from constraints.gpus import GpuSpec
 from constraints.model_states import model_facts
 from constraints.models import ModelSpec
@@ -21,7 +20,7 @@ from constraints.precision import QUANTS, dtype_bytes
 from constraints.record import Record
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen(slots=True, kw_only=True)
 class InferenceBreakdown(Record):
     weights: int
     kv_cache: int

@@ -9,8 +9,6 @@ fitted are read off the fusion each stack performs (constraints/throughput_const
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 
 from constraints.attention_kernels import (
@@ -20,6 +18,7 @@ from constraints.attention_kernels import (
     sequence_shape,
 )
 from constraints.config import CODE, KERNELS
+from constraints.frozen import frozen
 from constraints.gpus import GpuSpec
 from constraints.throughput_constants import (
     FA2_HOPPER_SHARE,
@@ -42,7 +41,7 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True)
+@frozen
 class KernelStack:
     """One kernel stack's traffic and launch model."""
 

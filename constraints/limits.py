@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from constraints.errors import FitplanError
+from constraints.frozen import frozen
 
 #: longest excerpt of a user's value quoted in an error message, characters
 EXCERPT_CHARS = 60
@@ -36,7 +36,7 @@ def excerpt(value: Any, limit: int = EXCERPT_CHARS) -> str:
     return text
 
 
-@dataclass(frozen=True)
+@frozen
 class Bound:
     """An inclusive range with its unit; ``check`` refuses what lies outside, naming both."""
 

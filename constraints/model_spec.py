@@ -7,10 +7,10 @@ one from a Hugging Face ``config.json``, :mod:`constraints.models` from the cata
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from constraints.frozen import frozen
 from constraints.record import Record, bounded
 
 DATA_DIR = Path(__file__).parent / "data"
@@ -37,7 +37,7 @@ LLAMA_LIKE = {
 SUPPORTED_TYPES = sorted(LLAMA_LIKE | {"gpt2", "opt", "falcon", "t5", "mt5", "bert"})
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen(slots=True, kw_only=True)
 class ModelSpec(Record):
     """A transformer, described by the numbers that decide its memory and compute."""
 

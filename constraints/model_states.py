@@ -13,7 +13,6 @@ inside the layers, pipeline parallelism divides the layers.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from functools import cache
 
 import numpy as np
@@ -22,6 +21,7 @@ from constraints import constants as C
 from constraints.backends import BACKEND_CODE
 from constraints.config import CODE, OPTIMIZER_NAMES, QUANT_NAMES, ConfigBatch
 from constraints.errors import FitplanError
+from constraints.frozen import frozen
 from constraints.lora_targets import fused_expert_lora_extra
 from constraints.model_spec import ModelSpec
 from constraints.params import ParamGroup, inventory, lora_target_groups
@@ -30,7 +30,7 @@ from constraints.precision import BNB_MIN_8BIT_SIZE, BNB_OPTIM_BLOCK, OPTIMIZERS
 Arrays = dict[str, np.ndarray]
 
 
-@dataclass(frozen=True)
+@frozen
 class ModelFacts:
     """Numbers of one model that the memory model uses, computed once from the inventory."""
 

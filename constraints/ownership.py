@@ -13,17 +13,17 @@ electricity, hosting), each row with its source; a fleet file overrides any of t
 from __future__ import annotations
 
 import csv
-from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
 from constraints.errors import FitplanError
+from constraints.frozen import frozen
 
 DATA = Path(__file__).resolve().parent / "data"
 HOURS_PER_YEAR = 365.25 * 24
 
 
-@dataclass(frozen=True)
+@frozen
 class Ownership:
     """The cost inputs of one GPU: price and power, and its site."""
 

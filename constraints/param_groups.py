@@ -7,9 +7,10 @@ buffers are not parameters.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Literal
 
+from constraints.frozen import frozen
 from constraints.model_spec import ModelSpec
 
 Kind = Literal["linear", "bias", "embedding", "lm_head", "position", "norm", "router", "other"]
@@ -18,7 +19,7 @@ Role = Literal[
 ]
 
 
-@dataclass(frozen=True)
+@frozen
 class ParamGroup:
     """``per_block`` identical tensors in each of the inventory's ``block`` repeats ('' = once)."""
 
@@ -38,7 +39,7 @@ class ParamGroup:
         return self.kind == "linear" or (self.kind == "router" and self.d_in > 0)
 
 
-@dataclass(frozen=True)
+@frozen
 class ParamInventory:
     model_id: str
     groups: tuple[ParamGroup, ...]

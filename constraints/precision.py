@@ -5,9 +5,8 @@ Everything here is a named constant in one place; the memory model only multipli
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from constraints.errors import unknown_name
+from constraints.frozen import frozen
 
 #: Storage bytes per element. int4 is the idealised 4-bit store (no scales) the source documents
 #: use ("7e9 × 0.5 bytes ≈ 3.5 GB"); real NF4 adds its block constants (see QUANTS).
@@ -30,7 +29,7 @@ def dtype_bytes(name: str) -> float:
     return DTYPE_BYTES[key]
 
 
-@dataclass(frozen=True)
+@frozen
 class Recipe:
     """A precision recipe: what dtype each copy of the model is held in.
 
@@ -150,7 +149,7 @@ def with_compute(r: Recipe, compute: str) -> Recipe:
     )
 
 
-@dataclass(frozen=True)
+@frozen
 class Optimizer:
     """Per-trainable-parameter optimizer state.
 
@@ -224,7 +223,7 @@ BNB_OPTIM_BLOCK = 256
 BNB_MIN_8BIT_SIZE = 4096
 
 
-@dataclass(frozen=True)
+@frozen
 class Quant:
     """A quantised frozen base (bitsandbytes; GPTQ / AWQ checkpoints). ``bytes_per_weight``
     includes the block constants.

@@ -17,9 +17,9 @@ What a tensor costs depends on the run (its ``dtype`` kind):
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Literal
 
+from constraints.frozen import frozen
 from constraints.model_spec import LLAMA_LIKE, ModelSpec
 
 DKind = Literal["compute", "residual", "fp32", "softmax", "mask", "cast16", "autocast16"]
@@ -34,7 +34,7 @@ DKINDS: tuple[DKind, ...] = (
 )
 
 
-@dataclass(frozen=True)
+@frozen
 class Saved:
     """One tensor saved for backward: ``width`` elements per token (× heads·s when ``s2``)."""
 

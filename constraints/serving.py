@@ -21,11 +21,11 @@ on every rank. Sliding-window layers are costed as full attention (an upper boun
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 from constraints import constants as C
 from constraints.cuda_context import context_bytes
 from constraints.errors import FitplanError
+from constraints.frozen import frozen
 from constraints.gpus import GpuSpec
 from constraints.inference import kv_cache_bytes, prefill_workspace_bytes
 from constraints.limits import KV_BLOCK_SIZES
@@ -130,7 +130,7 @@ def check_tp(spec: ModelSpec, tp: int) -> None:
         )
 
 
-@dataclass(frozen=True)
+@frozen
 class ServingMemory:
     """One GPU of a serving deployment, bytes; blocks and tokens of its paged KV cache."""
 

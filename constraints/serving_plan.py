@@ -3,10 +3,11 @@ or the tensor-parallel degree a target needs), answered from constraints.serving
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 from constraints.errors import FitplanError
+from constraints.frozen import frozen
 from constraints.gpus import GpuSpec
 from constraints.models import ModelSpec
 from constraints.serving import (
@@ -30,7 +31,7 @@ TP_CANDIDATES = (1, 2, 4, 8)
 ADVISED_UTILIZATION = 0.8
 
 
-@dataclass(frozen=True)
+@frozen
 class ServeRequest:
     context: int | None = None
     concurrency: int | None = None
@@ -45,7 +46,7 @@ class ServeRequest:
     allow_long_context: bool = False
 
 
-@dataclass(frozen=True)
+@frozen
 class ServePlan:
     spec: ModelSpec
     gpu: GpuSpec

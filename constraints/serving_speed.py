@@ -18,10 +18,9 @@ speculative decoding, prefix caching: the figures are the GPU's bound.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 
+from constraints.frozen import frozen
 from constraints.gpus import GpuSpec
 from constraints.models import ModelSpec
 from constraints.serving import WEIGHT_BITS, ServingMemory, serving_weight_bytes
@@ -38,7 +37,7 @@ ETA_DECODE_BANDWIDTH = 0.8
 ALLREDUCE_LATENCY_S = 10e-6
 
 
-@dataclass(frozen=True)
+@frozen
 class ServingSpeed:
     """Tokens/s and latencies of one deployment (all its GPUs together)."""
 

@@ -11,9 +11,9 @@ What ``fitplan explain`` prints beside the memory, whether the configuration fit
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 from constraints.config import ConfigBatch, TrainConfig
+from constraints.frozen import frozen
 from constraints.gpus import GpuSpec
 from constraints.models import ModelSpec
 from constraints.record import Record
@@ -22,7 +22,7 @@ from constraints.throughput import DECOMPOSITION, DEFAULT_INTER_NODE_GB_S, throu
 __all__ = ["StepTime", "speed_of"]
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen(slots=True, kw_only=True)
 class StepTime(Record):
     """Seconds per optimizer step and its parts (they add up to ``step_time_s``); tokens/s."""
 

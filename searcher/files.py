@@ -18,14 +18,14 @@ import contextlib
 import os
 import tempfile
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 from constraints.errors import FitplanError
+from constraints.frozen import frozen
 from constraints.limits import MAX_FILE_BYTES, excerpt
 
 
-@dataclass(frozen=True)
+@frozen
 class Output:
     """One file a command writes.
 

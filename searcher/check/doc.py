@@ -11,17 +11,17 @@ from __future__ import annotations
 import difflib
 import json
 import re
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from constraints.errors import FitplanError
+from constraints.frozen import frozen
 
 #: a value that removes the key
 DELETE = object()
 
 
-@dataclass(frozen=True)
+@frozen
 class Document:
     """One file: where it is, its text, its kind (yaml, json, python, shell) and its data."""
 

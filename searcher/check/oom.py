@@ -15,9 +15,9 @@ The formats are those of PyTorch's ``c10/cuda/CUDACachingAllocator.cpp`` (sizes 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 
 from constraints.errors import FitplanError
+from constraints.frozen import frozen
 
 _UNITS = {"bytes": 1, "b": 1, "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}
 _SIZE = r"([\d.]+)\s*(bytes|B|KiB|MiB|GiB|TiB)"
@@ -28,7 +28,7 @@ def _bytes(number: str, unit: str) -> int:
     return round(float(number) * _UNITS[unit.lower()])
 
 
-@dataclass(frozen=True)
+@frozen
 class OomMessage:
     requested: int
     gpu_index: int

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from constraints.frozen import frozen
 from searcher.check.doc import Document, flat_keys
 
 READ, IGNORED, UNMAPPED = "read", "ignored", "unmapped"
@@ -56,7 +57,7 @@ IGNORED_PATTERNS: tuple[tuple[str, str], ...] = (
 )
 
 
-@dataclass(frozen=True)
+@frozen
 class KeyUse:
     file: str
     key: str
@@ -76,7 +77,7 @@ class KeyUse:
         }
 
 
-@dataclass(frozen=True)
+@frozen
 class Edit:
     """Set (or with ``doc.DELETE`` remove) the key ``key`` of the file ``path``."""
 

@@ -10,12 +10,12 @@ numerics (8-bit states), then the method (LoRA / QLoRA) — and within that by t
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from itertools import combinations
 from typing import Any
 
 from constraints.config import ConfigBatch, TrainConfig
 from constraints.errors import FitplanError
+from constraints.frozen import frozen
 from constraints.gpus import GpuSpec
 from constraints.models import ModelSpec
 
@@ -29,7 +29,7 @@ KIND_NAMES = {
 }
 
 
-@dataclass(frozen=True)
+@frozen
 class Change:
     name: str
     group: str  # changes of one group exclude each other
@@ -131,7 +131,7 @@ CHANGES: tuple[Change, ...] = (
 )
 
 
-@dataclass(frozen=True)
+@frozen
 class Suggestion:
     changes: tuple[str, ...]
     kind: int

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 import numpy as np
 
@@ -11,6 +10,7 @@ from constraints.breakdown import usable_bytes
 from constraints.config import CODE
 from constraints.constants import DEFAULT_HEADROOM
 from constraints.errors import FitplanError
+from constraints.frozen import frozen
 from constraints.gpus import GpuSpec
 from constraints.inference import inference_memory
 from constraints.models import ModelSpec
@@ -25,7 +25,7 @@ from searcher.search.strategies import ExhaustiveStrategy, Progress
 FAMILIES = ("qlora", "lora", "full")
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen(slots=True, kw_only=True)
 class FitsCell(Record):
     ok: bool
     summary: str
@@ -34,7 +34,7 @@ class FitsCell(Record):
     config: dict[str, object] | None = None
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen(slots=True, kw_only=True)
 class FitsRow(Record):
     model: str
     name: str

@@ -11,15 +11,15 @@ from __future__ import annotations
 
 import argparse
 import sys
-from dataclasses import dataclass
 from typing import Any
 
 from constraints.errors import FitplanError
+from constraints.frozen import frozen
 
 GIB = 2**30
 
 
-@dataclass(frozen=True)
+@frozen
 class Verified:
     """One front member: rank (1-based), its analytic and traced peak allocated bytes."""
 

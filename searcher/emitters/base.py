@@ -8,14 +8,15 @@ line, exit code 2), never dropped.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, Protocol
 
+from constraints.frozen import frozen
 from searcher.emitters.knobs import KNOB_NAMES, refuse
 from searcher.emitters.plan import Plan
 
 
-@dataclass(frozen=True)
+@frozen
 class EmittedFile:
     """One file of an emission: its name inside ``--out`` and its text."""
 
@@ -24,7 +25,7 @@ class EmittedFile:
     executable: bool = False
 
 
-@dataclass(frozen=True)
+@frozen
 class Emission:
     """What an emitter produces: the files, the command that launches them, and notes."""
 
@@ -43,7 +44,7 @@ class Emission:
         raise KeyError(name)
 
 
-@dataclass(frozen=True)
+@frozen
 class EmitOptions:
     """Choices that are not knobs of the plan.
 

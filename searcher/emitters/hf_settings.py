@@ -30,9 +30,9 @@ optimizer step in backward, fp16 weights with fp16 optimizer states, fp8.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
+from constraints.frozen import frozen
 from constraints.precision import optimizer as optimizer_spec
 from searcher.emitters.base import EmitOptions, refuse
 from searcher.emitters.deepspeed_json import (
@@ -90,7 +90,7 @@ LR_FULL = 2e-5
 LR_LORA = 2e-4
 
 
-@dataclass(frozen=True)
+@frozen
 class HFSettings:
     precision: Precision
     backend: str  # none | ddp | deepspeed | fsdp

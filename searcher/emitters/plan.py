@@ -9,12 +9,13 @@ LoRA target module names, and the node layout.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import Any
 
 from constraints.config import TrainConfig
 from constraints.errors import FitplanError
+from constraints.frozen import frozen
 from constraints.models import ModelSpec, catalog_entry, resolve_model
 from constraints.precision import FLOAT_DTYPES
 from constraints.record import InvalidField
@@ -23,7 +24,7 @@ from searcher.emitters.knobs import KNOB_NAMES
 PLAN_HINT = "write one with `fitplan search … --json` (one member of its front) or pass that output with --pick N"
 
 
-@dataclass(frozen=True)
+@frozen
 class Plan:
     """A configuration to launch: the knobs, the model, and where it runs."""
 
@@ -254,7 +255,7 @@ def lora_target_modules(plan: Plan) -> str | list[str]:
     return list(dict.fromkeys(out))
 
 
-@dataclass(frozen=True)
+@frozen
 class Precision:
     """What the recipe means in framework terms.
 

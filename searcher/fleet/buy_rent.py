@@ -7,12 +7,12 @@ A pool's utilisation is the share of its GPU-hours the placed jobs use while the
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from constraints.errors import FitplanError
+from constraints.frozen import frozen
 from constraints.ownership import Ownership, ownership_of
 
 
@@ -28,7 +28,7 @@ class OwnershipIn(BaseModel):
     utilization: float | None = Field(default=None, gt=0, le=1)
 
 
-@dataclass(frozen=True)
+@frozen
 class BuyRent:
     pool: str
     gpus: int

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from constraints.errors import FitplanError
+from constraints.frozen import frozen
 from searcher.fleet.schema import Job, Pool
 from searcher.search.briefs import knobs_brief
 from searcher.search.run import FAMILY_NAMES, FrontMember, member_at, run_search
@@ -25,7 +26,7 @@ from searcher.search.space import SearchProblem
 from searcher.search.strategies import ExhaustiveStrategy
 
 
-@dataclass(frozen=True)
+@frozen
 class Option:
     """One way to run a job on a pool: a GPU count and the fastest configuration at it."""
 

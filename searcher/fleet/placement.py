@@ -24,9 +24,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 from constraints.errors import FitplanError
+from constraints.frozen import frozen
 
 #: cost comparisons (dollars) within this are ties
 COST_EPS = 1e-6
@@ -34,7 +34,7 @@ COST_EPS = 1e-6
 EXHAUSTIVE_NODE_LIMIT = 2_000_000
 
 
-@dataclass(frozen=True)
+@frozen
 class Item:
     """An option as the solver sees it."""
 
@@ -44,7 +44,7 @@ class Item:
     cost: float
 
 
-@dataclass(frozen=True)
+@frozen
 class Assignment:
     chosen: tuple[int | None, ...]  # per job: the index into items, or None (unplaced)
     placed: int

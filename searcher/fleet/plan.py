@@ -6,19 +6,20 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from constraints.frozen import frozen
 from searcher.fleet.buy_rent import buy_rent_json, buy_vs_rent
 from searcher.fleet.options import Cell, Option, brief, money, search_cells
 from searcher.fleet.placement import Assignment, Item, solve
 from searcher.fleet.schema import Fleet, Job
 
 
-@dataclass(frozen=True)
+@frozen
 class Placed:
     job: Job
     option: Option
 
 
-@dataclass(frozen=True)
+@frozen
 class Unplaced:
     job: Job
     reason: str

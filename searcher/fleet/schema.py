@@ -36,7 +36,7 @@ resolved :class:`Pool`, :class:`Job`, :class:`Fleet`). Reading and resolving a f
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -44,6 +44,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from constraints import limits as L
 from constraints.config import METHODS
 from constraints.constants import DEFAULT_HEADROOM
+from constraints.frozen import frozen
 from constraints.gpus import GpuSpec
 from constraints.models import ModelSpec
 from constraints.throughput import DEFAULT_INTER_NODE_GB_S
@@ -146,7 +147,7 @@ class FleetIn(BaseModel):
 # ---------------------------------------------------------------- the resolved fleet
 
 
-@dataclass(frozen=True)
+@frozen
 class Pool:
     name: str
     gpu: GpuSpec  # with the pool's price and intra-node link
@@ -187,7 +188,7 @@ class Pool:
         )
 
 
-@dataclass(frozen=True)
+@frozen
 class Job:
     name: str
     model: ModelSpec
@@ -201,7 +202,7 @@ class Job:
     pools: tuple[str, ...]  # the pools it may use
 
 
-@dataclass(frozen=True)
+@frozen
 class Fleet:
     path: str
     title: str

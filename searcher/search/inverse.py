@@ -15,9 +15,10 @@ probe one exact exhaustive search of the full space at that value:
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 from constraints.errors import FitplanError
+from constraints.frozen import frozen
 from searcher.search.run import FrontMember, run_search
 from searcher.search.space import SearchProblem
 from searcher.search.strategies import make_strategy
@@ -28,7 +29,7 @@ MAX_MICRO_BATCH = 65536
 MAX_SEQ_LEN = 1 << 20
 
 
-@dataclass(frozen=True)
+@frozen
 class InverseAnswer:
     """The extreme value found, the configuration that achieves it, and the probes it took."""
 
@@ -120,7 +121,7 @@ def min_gpus(problem: SearchProblem) -> InverseAnswer:
     return InverseAnswer("gpus", good.gpus, good, hi, False, probes)
 
 
-@dataclass(frozen=True)
+@frozen
 class GpuOption:
     gpu_id: str
     gpu_name: str

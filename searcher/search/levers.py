@@ -14,13 +14,13 @@ so a printed lever cannot say one thing and cost another.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 from constraints.breakdown import Explanation, MemoryBreakdown, breakdown_of, explain, verdict_of
 from constraints.config import ConfigBatch, TrainConfig
 from constraints.constants import DEFAULT_HEADROOM
 from constraints.errors import FitplanError
+from constraints.frozen import frozen
 from constraints.gpus import GpuSpec
 from constraints.hardware import describe, hardware_mask
 from constraints.memory import TERMS
@@ -189,7 +189,7 @@ LEVERS: list[tuple[str, str, Callable[[TrainConfig], Change | None]]] = [
 ]
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen(slots=True, kw_only=True)
 class Lever(Record):
     term: str
     change: str
@@ -200,7 +200,7 @@ class Lever(Record):
     fits: bool
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen(slots=True, kw_only=True)
 class AdvisedExplanation(Explanation):
     """An explanation with the levers that shrink its peak."""
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 import numpy as np
@@ -27,6 +27,7 @@ from constraints.backends import searched_by_default
 from constraints.config import CODE
 from constraints.constants import DEFAULT_HEADROOM
 from constraints.errors import FitplanError
+from constraints.frozen import frozen
 from constraints.gpus import GpuSpec
 from constraints.models import ModelSpec
 from constraints.units import GiB
@@ -54,7 +55,7 @@ SHARDING_MULTI = (
 )
 
 
-@dataclass(frozen=True)
+@frozen
 class SearchProblem:
     """Everything a search needs: the model, the hardware, the target and the user's pins."""
 
@@ -90,7 +91,7 @@ class SearchProblem:
             raise FitplanError(f"--seq-len must be positive, got {self.seq_len}")
 
 
-@dataclass(frozen=True)
+@frozen
 class Layout:
     gpus: int
     tp: int

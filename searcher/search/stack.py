@@ -16,10 +16,10 @@ from __future__ import annotations
 
 import importlib.util
 from collections.abc import Iterable
-from dataclasses import dataclass
 from typing import Any
 
 from constraints.errors import FitplanError
+from constraints.frozen import frozen
 
 #: optional package (pip name) -> (import name that find_spec looks for, what needs it)
 KNOWN_PACKAGES: dict[str, tuple[str, str]] = {
@@ -66,7 +66,7 @@ FP8_RECIPE_PACKAGE = {
 }
 
 
-@dataclass(frozen=True)
+@frozen
 class Stack:
     """The optional packages a plan may use, and where that set came from."""
 

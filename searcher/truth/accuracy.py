@@ -13,11 +13,12 @@ import csv
 import json
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import Any
 
 from constraints.errors import FitplanError
+from constraints.frozen import frozen
 from constraints.units import GiB
 from searcher.truth.cases import (
     MEMORY_CSV,
@@ -38,7 +39,7 @@ from searcher.truth.regimes import regime_scores
 from searcher.truth.throughput_rows import load_throughput_cases
 
 
-@dataclass(frozen=True)
+@frozen
 class Summary:
     used: int
     excluded: int

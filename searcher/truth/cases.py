@@ -22,13 +22,13 @@ from __future__ import annotations
 import csv
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 from typing import Any, Literal
 
 from constraints.config import TrainConfig
 from constraints.errors import FitplanError
+from constraints.frozen import frozen
 from constraints.gpus import GpuSpec
 from constraints.models import DATA_DIR, ModelSpec
 
@@ -98,7 +98,7 @@ def held_out(row_id: str) -> bool:
 # --------------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@frozen
 class MemoryCase:
     """One memory row, mapped: what fitplan evaluates and what the row measured."""
 
@@ -118,7 +118,7 @@ class MemoryCase:
     excluded: str | None = None
 
 
-@dataclass(frozen=True)
+@frozen
 class ThroughputCase:
     row_id: str
     source: str
@@ -134,7 +134,7 @@ class ThroughputCase:
     excluded: str | None = None
 
 
-@dataclass(frozen=True)
+@frozen
 class OomCase:
     """A configuration a source reports as running out of memory: fitplan must say 'no fit'."""
 

@@ -3,16 +3,16 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from constraints.config import TrainConfig
+from constraints.frozen import frozen
 from constraints.gpus import GpuSpec
 from constraints.models import ModelSpec
 from searcher.truth.cases import MemoryCase, ThroughputCase
 
 
-@dataclass(frozen=True)
+@frozen
 class MemoryResult:
     case: MemoryCase
     predicted_bytes: float
@@ -61,7 +61,7 @@ def predict_memory(case: MemoryCase) -> MemoryResult:
     )
 
 
-@dataclass(frozen=True)
+@frozen
 class ThroughputResult:
     case: ThroughputCase
     predicted_tokens_per_s_per_gpu: float

@@ -4,8 +4,8 @@ groups that err in opposite directions cannot hide behind one overall median (is
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 
+from constraints.frozen import frozen
 from searcher.truth.cases import ThroughputCase
 from searcher.truth.predict import ThroughputResult
 
@@ -25,7 +25,7 @@ def regime_of(case: ThroughputCase) -> str:
     return "FSDP / data parallel"
 
 
-@dataclass(frozen=True)
+@frozen
 class RegimeScore:
     regime: str
     rows: int
