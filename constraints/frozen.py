@@ -21,6 +21,7 @@ decorator as ``dataclass(frozen=True, …)`` (:func:`typing.dataclass_transform`
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import operator
 from collections.abc import Callable
 from reprlib import recursive_repr
@@ -84,6 +85,109 @@ def _hash(self: Any) -> int:
     return hash(_hash_key(self.__class__)(self))
 
 
+def _setattr_guards(cls: type, names: tuple[str, ...]) -> tuple[Callable[..., None], ...]:
+    """dataclass's frozen ``__setattr__`` / ``__delattr__``, as closures (no compilation)."""
+
+    def __setattr__(self: Any, name: str, value: Any) -> None:
+        if type(self) is cls or name in names:
+            raise dataclasses.FrozenInstanceError(f"cannot assign to field {name!r}")
+        super(cls, self).__setattr__(name, value)  # type: ignore[arg-type]
+
+    def __delattr__(self: Any, name: str) -> None:
+        if type(self) is cls or name in names:
+            raise dataclasses.FrozenInstanceError(f"cannot delete field {name!r}")
+        super(cls, self).__delattr__(name)  # type: ignore[arg-type]
+
+    return __setattr__, __delattr__
+
+
+def _getstate(self: Any) -> list[Any]:
+    """A slotted frozen record's pickle state: its field values in order (as dataclass's)."""
+    return [getattr(self, f.name) for f in dataclasses.fields(self)]
+
+
+def _setstate(self: Any, state: list[Any]) -> None:
+    for f, value in zip(dataclasses.fields(self), state, strict=False):
+        object.__setattr__(self, f.name, value)
+
+
+class _Factory:
+    """The default that stands for "call the field's default_factory" (dataclass's marker)."""
+
+    def __repr__(self) -> str:
+        return "<factory>"
+
+
+_FACTORY = _Factory()
+
+
+def _compiled_init(cls: type) -> Callable[..., None]:
+    """The ``__init__`` dataclass writes for a frozen class, compiled now: parameters in field
+    order (keyword-only ones after ``*``), each value set with ``object.__setattr__``, a factory
+    called where its field is not given, then ``__post_init__``."""
+    fields = dataclasses.fields(cls)
+    space: dict[str, Any] = {"__set__": object.__setattr__, "__factory__": _FACTORY}
+    positional: list[str] = []
+    keyword: list[str] = []
+    body: list[str] = []
+    seen_default = False
+    for f in fields:
+        space[f"__type_{f.name}"] = f.type
+        value = f.name
+        if f.default is not dataclasses.MISSING:
+            space[f"__default_{f.name}"] = f.default
+            param = f"{f.name}: __type_{f.name} = __default_{f.name}"
+            seen_default |= not f.kw_only
+        elif f.default_factory is not dataclasses.MISSING:
+            space[f"__default_{f.name}"] = f.default_factory
+            param = f"{f.name}: __type_{f.name} = __factory__"
+            value = f"__default_{f.name}() if {f.name} is __factory__ else {f.name}"
+            seen_default |= not f.kw_only
+        else:
+            if seen_default and not f.kw_only:
+                raise TypeError(f"non-default argument {f.name!r} follows default argument")
+            param = f"{f.name}: __type_{f.name}"
+        (keyword if f.kw_only else positional).append(param)
+        body.append(f"    __set__(__self__, {f.name!r}, {value})")
+    if hasattr(cls, "__post_init__"):
+        body.append("    __self__.__post_init__()")
+    params = ["__self__", *positional, *(["*", *keyword] if keyword else [])]
+    text = f"def __init__({', '.join(params)}) -> None:\n" + ("\n".join(body) or "    pass")
+    exec(compile(text, f"<{cls.__qualname__}.__init__>", "exec", dont_inherit=True), space)
+    init: Callable[..., None] = space["__init__"]
+    init.__qualname__ = f"{cls.__qualname__}.__init__"
+    return init
+
+
+def _init_on_first_use(cls: type) -> Callable[..., None]:
+    """An ``__init__`` that compiles the class's real one the first time an instance is made,
+    installs it, and runs it: a class that is never built on a command's path costs nothing."""
+
+    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+        real = _compiled_init(cls)
+        cls.__init__ = real  # type: ignore[misc]
+        real(self, *args, **kwargs)
+
+    __init__.__qualname__ = f"{cls.__qualname__}.__init__"
+    return __init__
+
+
+def _signature_doc(cls: type) -> str:
+    """The ``__doc__`` dataclass gives a class without one, ``Name(a: 'int', b: 'str' = 'x')``
+    (``inspect.signature`` of its ``__init__``, here read from the fields)."""
+    positional: list[str] = []
+    keyword: list[str] = []
+    for f in dataclasses.fields(cls):
+        text = f"{f.name}: {inspect.formatannotation(f.type)}"
+        if f.default is not dataclasses.MISSING:
+            text += f" = {f.default!r}"
+        elif f.default_factory is not dataclasses.MISSING:
+            text += " = <factory>"
+        (keyword if f.kw_only else positional).append(text)
+    params = [*positional, *(["*", *keyword] if keyword else [])]
+    return f"{cls.__name__}({', '.join(params)})"
+
+
 @overload
 def frozen(cls: type[T], /) -> type[T]: ...
 @overload
@@ -94,17 +198,27 @@ def frozen(*, kw_only: bool = False, slots: bool = False) -> Callable[[type[T]],
 def frozen(
     cls: type[T] | None = None, /, *, kw_only: bool = False, slots: bool = False
 ) -> type[T] | Callable[[type[T]], type[T]]:
-    """``@dataclass(frozen=True, kw_only=…, slots=…)`` with the shared repr, eq and hash."""
+    """``@dataclass(frozen=True, kw_only=…, slots=…)``, its methods shared or compiled lazily."""
 
     def wrap(c: type[T]) -> type[T]:
         own = set(c.__dict__)
-        made = dataclasses.dataclass(c, frozen=True, repr=False, eq=False, kw_only=kw_only, slots=slots)  # fmt: skip
-        if "__repr__" not in own:
-            made.__repr__ = _repr  # type: ignore[method-assign]
-        if "__eq__" not in own:
-            made.__eq__ = _eq  # type: ignore[method-assign]
-        if "__hash__" not in own:
-            made.__hash__ = _hash  # type: ignore[method-assign]
+        undocumented = not c.__doc__
+        if undocumented:  # dataclass would read the signature of a missing __init__ (slow)
+            c.__doc__ = "-"
+        made = dataclasses.dataclass(
+            c, init=False, repr=False, eq=False, frozen=False, kw_only=kw_only, slots=slots
+        )
+        if undocumented:
+            made.__doc__ = _signature_doc(made)
+        names = tuple(f.name for f in dataclasses.fields(made))  # type: ignore[arg-type]
+        shared: dict[str, Any] = {"__repr__": _repr, "__eq__": _eq, "__hash__": _hash}
+        shared["__setattr__"], shared["__delattr__"] = _setattr_guards(made, names)
+        shared["__init__"] = _init_on_first_use(made)
+        if slots:
+            shared["__getstate__"], shared["__setstate__"] = _getstate, _setstate
+        for name, method in shared.items():
+            if name not in own:
+                setattr(made, name, method)
         return made
 
     return wrap if cls is None else wrap(cls)

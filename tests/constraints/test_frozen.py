@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import inspect
 import pickle
 from collections.abc import Callable
 from dataclasses import field
@@ -109,6 +110,10 @@ def test_same_as_dataclass(make: Callable[[Callable[..., Any]], type], values: l
                 setattr(m, name, 0)
         assert copy.deepcopy(m) == m and copy.copy(m) == m
         assert dataclasses.replace(m) == m
+        assert inspect.signature(lean_cls) == inspect.signature(std_cls)
+        assert lean_cls.__doc__ == std_cls.__doc__
+        assert lean_cls.__match_args__ == std_cls.__match_args__  # type: ignore[attr-defined]
+        assert [f.name for f in dataclasses.fields(m)] == [f.name for f in dataclasses.fields(s)]
 
 
 def test_a_record_inside_itself_is_shown_as_dots() -> None:
@@ -138,3 +143,32 @@ def test_project_records_keep_dataclass_behaviour() -> None:
     assert copy.deepcopy(model) == model
     with pytest.raises(dataclasses.FrozenInstanceError):
         model.hidden = 1  # type: ignore[misc]
+
+
+def test_the_first_instance_compiles_init_and_arguments_are_checked_as_dataclass() -> None:
+    lean_cls = _pair(_plain)[1]
+    with pytest.raises(TypeError, match="missing 1 required positional argument: 'a'"):
+        lean_cls()
+    with pytest.raises(TypeError, match="unexpected keyword argument 'z'"):
+        lean_cls(a=1, z=2)
+    assert repr(lean_cls(3, "y")).endswith("(a=3, b='y', c=1.5, items=())")
+    with pytest.raises(TypeError, match="takes 1 positional argument but 2 were given"):
+        _pair(_slotted)[1](1)
+    with pytest.raises(TypeError, match="non-default argument 'b' follows default argument"):
+
+        @frozen
+        class Bad:
+            a: int = 0
+            b: int
+
+        Bad(b=1)
+
+
+def test_factories_give_fresh_values() -> None:
+    @frozen
+    class Holder:
+        items: list[int] = field(default_factory=list)
+
+    one, two = Holder(), Holder()
+    assert one.items == [] and one.items is not two.items
+    assert Holder([1]).items == [1]
