@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -118,6 +117,8 @@ def _umask() -> int:
 
 def write_outputs(outputs: Sequence[Output], *, force: bool = False) -> list[Path]:
     """Write every output, all or none (see the module docstring). Returns the paths."""
+    import tempfile  # here, not at import: random and its hashes are ~2 ms of a cold search
+
     check_outputs(outputs, force)
     created: list[Path] = []  # folders this call made, deepest first
     temps: list[tuple[Path, Output]] = []
