@@ -53,35 +53,92 @@ def _static_columns(items: tuple[tuple[str, Any], ...], seq_len: int) -> dict[st
 SEPARABLE_KNOBS = ("lora_rank", "optimizer", "checkpointing", "loss", "optimizer_in_backward")
 
 
-def static_columns(statics: list[dict[str, Any]], seq_len: int) -> list[dict[str, float]]:
-    """Each static variant's ConfigBatch columns (see :data:`SEPARABLE_KNOBS`)."""
-    # per core (every knob but the separable ones): its reference variant and columns
-    refs: dict[tuple[Any, ...], tuple[dict[str, Any], dict[str, float]]] = {}
-    # (core, knob, value): the columns that value changes from the reference's, and to what
-    diffs: dict[tuple[Any, str, Any], dict[str, float]] = {}
-    out: list[dict[str, float]] = []
-    for st in statics:
-        core = tuple(kv for kv in st.items() if kv[0] not in SEPARABLE_KNOBS)
-        if core not in refs:
-            refs[core] = (st, _static_columns(tuple(st.items()), seq_len))
-        ref, base = refs[core]
-        cols: dict[str, float] | None = base
+#: the same, as a set (read for every knob of every variant)
+_SEPARABLE = frozenset(SEPARABLE_KNOBS)
+
+
+def _variant_parts(
+    statics: list[dict[str, Any]], seq_len: int
+) -> Iterator[tuple[int, dict[str, float], list[dict[str, float]] | dict[str, float]]]:
+    """Per variant (see :data:`SEPARABLE_KNOBS`): the index of its reference (its core's first
+    variant), that reference's columns, and either the column changes its differing knobs make
+    (one dict per knob, their columns disjoint) or, where two knobs change one column, its own
+    TrainConfig's columns."""
+    # per core (every knob but the separable ones): its reference's index, variant and columns
+    refs: dict[tuple[Any, ...], tuple[int, dict[str, Any], dict[str, float]]] = {}
+    # (reference index, knob, value): the columns that value changes from the reference's, and
+    # to what (the index stands for the core: a long tuple's hash is not kept)
+    diffs: dict[tuple[int, str, Any], dict[str, float]] = {}
+    for i, st in enumerate(statics):
+        core = tuple([kv for kv in st.items() if kv[0] not in _SEPARABLE])
+        entry = refs.get(core)
+        if entry is None:
+            entry = refs[core] = (i, st, _static_columns(tuple(st.items()), seq_len))
+        at, ref, base = entry
+        applied: list[dict[str, float]] = []
         touched: set[str] = set()
         for k in SEPARABLE_KNOBS:
             value = st.get(k)
             if value == ref.get(k):
                 continue
-            key = (core, k, value)
-            if key not in diffs:
+            key = (at, k, value)
+            diff = diffs.get(key)
+            if diff is None:
                 probe = _static_columns(tuple({**ref, k: value}.items()), seq_len)
-                diffs[key] = {c: x for c, x in probe.items() if x != base[c]}
-            diff = diffs[key]
-            if touched & diff.keys():
-                cols = None  # two knobs change one column: the variant's own TrainConfig
+                diff = diffs[key] = {c: x for c, x in probe.items() if x != base[c]}
+            if touched & diff.keys():  # two knobs change one column: its own TrainConfig
+                yield at, base, _static_columns(tuple(st.items()), seq_len)
                 break
             touched.update(diff)
-            cols = {**cols, **diff} if cols is not None else None
-        out.append(cols if cols is not None else _static_columns(tuple(st.items()), seq_len))
+            applied.append(diff)
+        else:
+            yield at, base, applied
+
+
+def static_columns(statics: list[dict[str, Any]], seq_len: int) -> list[dict[str, float]]:
+    """Each static variant's ConfigBatch columns (see :data:`SEPARABLE_KNOBS`)."""
+    out: list[dict[str, float]] = []
+    for _, base, parts in _variant_parts(statics, seq_len):
+        if isinstance(parts, dict):
+            out.append(parts)
+            continue
+        cols = base
+        for diff in parts:
+            cols = {**cols, **diff}
+        out.append(cols)
+    return out
+
+
+def static_arrays(
+    statics: list[dict[str, Any]], seq_len: int, names: list[str]
+) -> dict[str, np.ndarray]:
+    """``static_columns`` as one array per column of ``names`` (dtype ``COLUMN_DTYPES``), with
+    the same values, without a dict per variant: each column is its references' values spread
+    over their variants, then the few values the differing knobs change written over them (the
+    768 single-node variants, ~30 columns: ~4,000 values written instead of ~23,000 read)."""
+    reference = np.zeros(len(statics), dtype=np.int64)
+    bases: dict[int, dict[str, float]] = {}
+    changed: dict[str, tuple[list[int], list[float]]] = {k: ([], []) for k in names}
+    for i, (at, base, parts) in enumerate(_variant_parts(statics, seq_len)):
+        reference[i] = at
+        bases[at] = base
+        for diff in [parts] if isinstance(parts, dict) else parts:
+            for c, x in diff.items():
+                where = changed.get(c)
+                if where is not None:
+                    where[0].append(i)
+                    where[1].append(x)
+    refs = sorted(bases)
+    slot = np.zeros(len(statics), dtype=np.int64)
+    slot[refs] = np.arange(len(refs))
+    out: dict[str, np.ndarray] = {}
+    for k in names:
+        dtype = COLUMN_DTYPES[k]
+        column: np.ndarray = np.array([bases[r][k] for r in refs], dtype=dtype)[slot[reference]]
+        rows, values = changed[k]
+        if rows:
+            column[rows] = np.array(values, dtype=dtype)
+        out[k] = column
     return out
 
 
@@ -93,12 +150,10 @@ class Factors:
         self.statics = static_variants(problem)
         self.rows = checked_layout_rows(problem)
         self.n_static, self.n_rows = len(self.statics), len(self.rows)
-        cols = static_columns(self.statics, problem.seq_len)
-        self.static_arr: dict[str, np.ndarray] = {
-            k: np.array([c[k] for c in cols], dtype=COLUMN_DTYPES[k])
-            for k in COLUMN_DTYPES
-            if k not in ROW_COLUMNS and k not in ("targets", "seq_len")
-        }
+        names = [
+            k for k in COLUMN_DTYPES if k not in ROW_COLUMNS and k not in ("targets", "seq_len")
+        ]
+        self.static_arr: dict[str, np.ndarray] = static_arrays(self.statics, problem.seq_len, names)
         self.row_arr: dict[str, np.ndarray] = {
             k: np.array(
                 [_ROW_CODES[k][str(r[k])] if k in _ROW_CODES else r[k] for r in self.rows],

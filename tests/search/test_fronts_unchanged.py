@@ -182,3 +182,40 @@ def test_static_columns_equal_each_variants_own(kw: dict[str, Any]) -> None:
     got = static_columns(statics, p.seq_len)
     for st, cols in zip(statics, got, strict=True):
         assert cols == TrainConfig(**st, micro_batch=1, seq_len=p.seq_len).columns(), st
+
+
+def _arrays_of(columns: list[dict[str, float]], names: list[str]) -> dict[str, np.ndarray]:
+    from constraints.config import COLUMN_DTYPES
+
+    return {k: np.array([c[k] for c in columns], dtype=COLUMN_DTYPES[k]) for k in names}
+
+
+@pytest.mark.parametrize("clash", [False, True], ids=["as-searched", "a-knob-twice"])
+@pytest.mark.parametrize("kw", PROBLEMS[:3], ids=lambda kw: f"{kw['model']}-{kw['gpu']}")
+def test_static_arrays_equal_each_variants_own_columns(
+    kw: dict[str, Any], clash: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Factors' arrays, built without a dict per variant, hold each variant's own
+    TrainConfig.columns(), value for value and in the same dtype; ``clash`` lists the rank knob
+    twice, so a variant of another rank has two knobs changing one column and takes the path
+    of the variants that need their own TrainConfig (no searched pair of knobs does)."""
+    from constraints.config import TrainConfig
+    from searcher.search import factors
+    from searcher.search.space import static_variants
+
+    if clash:
+        knobs = (*factors.SEPARABLE_KNOBS, "lora_rank")
+        monkeypatch.setattr(factors, "SEPARABLE_KNOBS", knobs)
+        monkeypatch.setattr(factors, "_SEPARABLE", frozenset(knobs))
+    p = _problem(kw)
+    statics = static_variants(p)
+    names = list(Factors(p).static_arr)
+    own = [TrainConfig(**st, micro_batch=1, seq_len=p.seq_len).columns() for st in statics]
+    got = factors.static_arrays(statics, p.seq_len, names)
+    want = _arrays_of(own, names)
+    assert list(got) == names
+    for k in names:
+        assert got[k].dtype == want[k].dtype, k
+        assert np.array_equal(got[k], want[k]), k
+    parts = [p for _, _, p in factors._variant_parts(statics, p.seq_len)]
+    assert any(isinstance(x, dict) for x in parts) == clash  # the own-columns path ran
