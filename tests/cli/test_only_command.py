@@ -6,6 +6,7 @@ import argparse
 
 import pytest
 
+from searcher.cli.only_command import Unbuilt
 from searcher.cli.parser import build_parser
 
 
@@ -34,5 +35,16 @@ def test_the_running_command_is_built_in_full(command: str) -> None:
     assert list(built) == list(FULL)  # every command still listed
     assert shape(built[command]) == shape(FULL[command])
     others = [p for name, p in built.items() if name != command]
-    assert all(len(p._actions) == 1 for p in others)  # -h only: their arguments were skipped
+    assert all(isinstance(p, Unbuilt) for p in others)  # not built: neither parser nor arguments
     assert only.format_help() == build_parser().format_help()
+
+
+@pytest.mark.parametrize("argv", [["explian"], ["explain", "--modle", "x"], ["serve", "-h"]])
+def test_messages_as_the_full_parser(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    """An unknown command, an unknown option, a command's help: the same text either way."""
+    said = []
+    for parser in (build_parser(argv[0]), build_parser()):
+        with pytest.raises(SystemExit):
+            parser.parse_args(argv)
+        said.append(capsys.readouterr())
+    assert said[0] == said[1]
