@@ -839,6 +839,35 @@ add(
     "8-bit bitsandbytes optimizers",
 )
 
+# ---- third pass: a section that must be a mapping holds a scalar (fuzzed: 5 of 750 mutated
+# check fixtures reached a reader's .get on an int/str: exit 70 before the fix)
+ACC = "distributed_type: {kind}\nnum_processes: 2\nmixed_precision: bf16\n"
+for _kind, _key in (("FSDP", "fsdp_config"), ("DEEPSPEED", "deepspeed_config")):
+    for _label, _value in (
+        ("int", "9223372036854775808"),
+        ("text", "full_shard"),
+        ("list", "[1, 2]"),
+    ):
+        add(
+            f"check-accelerate-{_key}-{_label}",
+            ["check", "{tmp}/acc.yaml", *G],
+            f"acc.yaml:4: {_key} must be a mapping",
+            {"acc.yaml": {"text": ACC.format(kind=_kind) + f"{_key}: {_value}\n"}},
+        )
+TT = "model:\n  _component_: torchtune.models.llama3_2.lora_llama3_2_1b\n  lora_rank: 8\n"
+add(
+    "check-torchtune-optimizer-number",
+    ["check", "{tmp}/tt.yaml", *G],
+    "tt.yaml:4: optimizer must be a mapping",
+    {"tt.yaml": {"text": TT + "optimizer: 0.5\nbatch_size: 2\n"}},
+)
+add(
+    "check-axolotl-fsdp-config-text",
+    ["check", "{tmp}/a.yaml", *G],
+    "fsdp_config must be a mapping",
+    {"a.yaml": {"text": AX + "fsdp_version: 2\nfsdp_config: full_shard\n"}},
+)
+
 seen = set()
 for c in cases:
     assert c["id"] not in seen, c["id"]
