@@ -171,11 +171,14 @@ def run_cli_search(args: argparse.Namespace, stack: Any = None):
     import dataclasses
 
     from searcher.inputs import search_problem
+    from searcher.search.stack import framework_of
     from searcher.search.stack_front import run_stack_search
     from searcher.search.strategies import make_strategy
     from searcher.terminal import progress_reporter
 
     problem = search_problem(args)
+    # what a plan needs depends on the framework of the launch files it is written for
+    problem = dataclasses.replace(problem, framework=framework_of(getattr(args, "emit", None)))
     if stack is not None:
         problem = dataclasses.replace(problem, stack=stack.packages)
     strategy = make_strategy(

@@ -311,7 +311,7 @@ def print_search(
         if marks:
             from searcher.cli.stack import print_marked
 
-            print_marked(marks, pick, out)
+            print_marked(marks, pick, out, p.framework)
         if len(result.front) > top:
             out.print(
                 f"[dim]{len(result.front) - top} more on the front: --top {len(result.front)}, --json or --csv[/]"
