@@ -199,6 +199,9 @@ class Job:
     deadline_hours: float | None
     budget_usd: float | None
     pools: tuple[str, ...]  # the pools it may use
+    #: the optional packages its plans may use (fleet --stack; searcher/search/stack.py);
+    #: None: any
+    stack: frozenset[str] | None = None
 
 
 @dataclass(frozen=True)

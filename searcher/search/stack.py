@@ -198,3 +198,34 @@ def narrow(
     if stack is None:
         return values
     return tuple(v for v in values if table.get(v) is None or table[v] in stack)
+
+
+#: the ConfigBatch columns :func:`config_needs` reads (the recipe for its default compute dtype)
+NEEDS_COLUMNS = (
+    "optimizer",
+    "quant",
+    "attention",
+    "loss",
+    "backend",
+    "kernels",
+    "recipe",
+    "compute",
+    "fp8_recipe",
+)
+
+
+def rows_missing(
+    batch: Any, rows: Any, stack: frozenset[str] | None, framework: str = HF
+) -> list[tuple[str, ...]]:
+    """What each of ``rows`` (indices into a ConfigBatch) needs beyond ``stack``: one
+    :func:`missing_for` per distinct combination of :data:`NEEDS_COLUMNS` (a few dozen where a
+    search has thousands of rows), so no TrainConfig is built per row."""
+    import numpy as np
+
+    rows = np.asarray(rows)
+    if stack is None or not rows.size:
+        return [()] * int(rows.size)
+    keys = np.stack([np.asarray(getattr(batch, c))[rows] for c in NEEDS_COLUMNS], axis=1)
+    _, first, inverse = np.unique(keys, axis=0, return_index=True, return_inverse=True)
+    per = [missing_for(batch.config(int(rows[i])), stack, framework) for i in first]
+    return [per[int(k)] for k in np.ravel(inverse)]
