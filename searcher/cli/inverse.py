@@ -93,7 +93,6 @@ def cmd_max(args: argparse.Namespace) -> int:
     else:
         answer = min_gpus(problem)
     if args.json:
-
         _dump(
             {
                 "question": answer.question,
