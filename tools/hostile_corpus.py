@@ -839,6 +839,29 @@ add(
     "8-bit bitsandbytes optimizers",
 )
 
+# ---- --stack: one flag, one parser (searcher/cli/stack.py), on every command that takes it
+STACK_COMMANDS = {
+    "search": (["search", "--model", "gpt2", "--gpu", "24GiB", "--out", "{tmp}/out"], None),
+    "explain": ([*explain], None),
+    "launch": ([*L], plan()),
+    "fits": (["fits", "--models", "gpt2"], None),
+    "max": (["max", "micro-batch", "--model", "gpt2", "--gpu", "24GiB"], None),
+    "fleet": (["fleet", "{tmp}/fleet.yaml"], fleet(POOL + JOB)),
+    "check": (["check", "{tmp}/a.yaml", *G], {"a.yaml": {"text": AX + "adapter: lora\n"}}),
+}
+STACK_BAD = {
+    "unknown": ("cuda", "unknown package 'cuda'"),
+    "typo": ("flash-attn,bitsandbyte", "unknown package 'bitsandbyte'"),
+    "empty": ("", "--stack: unknown package ''"),
+    "commas": (",,", "--stack: unknown package ',,'"),
+    "all-and-none": ("all,none", "unknown package 'all', 'none'"),
+    "long": ("x" * 100000, "--stack: unknown package"),
+}
+for _cmd, (_argv, _files) in STACK_COMMANDS.items():
+    for _k, (_value, _needle) in STACK_BAD.items():
+        add(f"{_cmd}-stack-{_k}", [*_argv, "--stack", _value], _needle, _files)
+    add(f"{_cmd}-stack-missing-value", [*_argv, "--stack"], "expected one argument", _files)
+
 seen = set()
 for c in cases:
     assert c["id"] not in seen, c["id"]
