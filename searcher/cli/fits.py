@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from types import SimpleNamespace
 
 import numpy as np
 
@@ -21,7 +20,7 @@ from constraints.units import GiB
 from searcher.search.briefs import knobs_brief
 from searcher.search.run import run_search
 from searcher.search.space import DEFAULT_CPU_RAM_PER_NODE, SearchProblem
-from searcher.search.stack import KNOWN_PACKAGES, missing_for, rows_missing
+from searcher.search.stack import KNOWN_PACKAGES, QUANT_PACKAGE, missing_for, rows_missing
 from searcher.search.strategies import ExhaustiveStrategy, Progress
 
 FAMILIES = ("qlora", "lora", "full")
@@ -72,7 +71,8 @@ def _inference_cell(
         if best is None or needed < best[1]:
             best = (label, needed)
         if needed <= usable:
-            missing = missing_for(SimpleNamespace(**_PLAIN, quant=kw.get("quant", "none")), stack)
+            package = QUANT_PACKAGE.get(kw.get("quant", "none"))
+            missing = (package,) if package and stack is not None and package not in stack else ()
             return FitsCell(
                 ok=True,
                 summary=f"{label}, {needed / GiB:.1f} GiB (KV {b.kv_cache / GiB:.2f} GiB at {seq_len} tokens)"
@@ -87,10 +87,6 @@ def _inference_cell(
         summary=f"needs {best[1] / GiB:.1f} GiB at best ({best[0]}); {usable / GiB:.1f} GiB usable",
         needed_bytes=best[1],
     )
-
-
-#: the knobs of a plain inference load (nothing optional but the quantised weights)
-_PLAIN = {"optimizer": "sgd", "attention": "sdpa", "loss": "standard", "backend": "single"}
 
 
 def _needs_text(missing: tuple[str, ...]) -> str:
@@ -148,8 +144,8 @@ def fits_row(
     stack: frozenset[str] | None = None,
 ) -> FitsRow:
     """The row of one model. With a ``stack``, each family's plan is the fastest that runs with
-    it; a family with none there shows the fastest of the whole space, marked with what it
-    needs (never silently chosen)."""
+    it; a family with none there shows the plan of the whole space that needs the fewest
+    packages beyond it (the fastest of those), marked with them (never silently chosen)."""
     seq = min(seq_len, spec.max_position) if spec.max_position else seq_len
     if stack is not None and stack >= set(KNOWN_PACKAGES):
         stack = None  # every package: the stack narrows nothing
