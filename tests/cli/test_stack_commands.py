@@ -125,3 +125,25 @@ def test_check_marks_the_config_and_reads_torchtune_by_torchtunes_needs(
     text = " ".join(capsys.readouterr().out.split())
     assert text.startswith("stack: bitsandbytes (--stack)")
     assert "this configuration needs torchao, not in the stack: pip install torchao==0.10.0" in text
+
+
+def test_check_marks_a_suggestion_that_needs_more_than_the_stack(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Liger's fused linear cross-entropy is the HF Trainer's ``use_liger_kernel``: the one
+    suggestion that needs liger-kernel is marked, the others (chunked, micro-batch) are not."""
+    qlora = ROOT / "tests" / "data" / "check" / "axolotl-qlora-1b.yml"
+    argv = ["check", str(qlora), "--model", "llama-3.2-1b", "--gpu", "8GiB"]
+    out = _json([*argv, "--stack", "bitsandbytes,flash-attn"], capsys)
+    assert out["needs_outside_stack"] == []  # type: ignore[index]
+    suggestions = out["suggestions"]  # type: ignore[index]
+    assert suggestions
+    for s in suggestions:
+        assert s["needs_outside_stack"] == (
+            ["liger-kernel"] if s["config"]["loss"] == "fused" else []
+        )
+    assert any(s["config"]["loss"] == "fused" for s in suggestions)
+    main([*argv, "--stack", "bitsandbytes,flash-attn"])
+    text = capsys.readouterr().out
+    assert "fused linear cross-entropy [same training]" in text
+    assert "needs liger-kernel (outside the stack)" in text
