@@ -246,6 +246,15 @@ class TrainConfig(Record):
             return "bf16" if compute in ("bf16", "fp8") else compute
         return (self.adapter_dtype or weight).lower()
 
+    def as_planned(self) -> TrainConfig:
+        """This configuration with the adapter dtype the model assumed pinned (LoRA/QLoRA only),
+        so that a traced or measured run builds the adapters fitplan counted: left unpinned,
+        PEFT's ``get_peft_model`` would build fp32 adapters (``autocast_adapter_dtype=True``) and,
+        for QLoRA, the PEFT recipe would upcast every non-quantised parameter to fp32."""
+        if not self.is_lora or self.adapter_dtype:
+            return self
+        return self.model_copy(update={"adapter_dtype": self.trainable_dtype()})
+
     def columns(self) -> dict[str, float]:
         """This configuration as one row of ConfigBatch columns (dtypes resolved to bytes)."""
         weight, grad, master, state, compute, autocast = self.resolved_recipe()

@@ -22,6 +22,7 @@ import numpy as np
 
 from constraints.frozen import frozen
 from constraints.gpus import GpuSpec
+from constraints.matmul_ceiling import gemm_ceiling_scale
 from constraints.models import ModelSpec
 from constraints.serving import WEIGHT_BITS, ServingMemory, serving_weight_bytes
 from constraints.throughput import collective_seconds, intra_node_bandwidth, model_gemms
@@ -102,14 +103,15 @@ def serving_speed(
     bw = gpu.bandwidth_gb_s * 1e9 * tp
     hopper = gpu.sm is not None and 9.0 <= gpu.sm < 10.0
     eta_attn = ETA_ATTENTION * (FA2_HOPPER_SHARE if hopper else 1.0)
+    eta_gemm = ETA_GEMM * gemm_ceiling_scale(gpu)  # the GPU's measured matmul ceiling
     weight_bytes = serving_weight_bytes(spec, weights)
     body, head, expert_params = _matmul_split(spec)
 
     # ---- prefill: one prompt of `context` tokens, chunk by chunk ----
     chunk = min(max_num_batched_tokens, context)
     chunks = -(-context // chunk)
-    gemm_s = max(2.0 * context * body / (peak * ETA_GEMM), chunks * weight_bytes / bw)
-    head_s = 2.0 * head / (peak * ETA_GEMM)
+    gemm_s = max(2.0 * context * body / (peak * eta_gemm), chunks * weight_bytes / bw)
+    head_s = 2.0 * head / (peak * eta_gemm)
     attn_s = _attention_flops(spec, context, context / 2.0) / (peak * eta_attn)
     comm_s = chunks * _tp_allreduce_s(spec, gpu, chunk, tp)
     ttft = gemm_s + head_s + attn_s + comm_s
@@ -124,7 +126,7 @@ def serving_speed(
     kv_read = b * context * memory.kv_bytes_per_token_per_gpu * tp
     step_bytes = weight_read + kv_read
     step_flops = 2.0 * b * (body + head) + _attention_flops(spec, b, context)
-    step = max(step_bytes / (bw * ETA_DECODE_BANDWIDTH), step_flops / (peak * ETA_GEMM))
+    step = max(step_bytes / (bw * ETA_DECODE_BANDWIDTH), step_flops / (peak * eta_gemm))
     step += _tp_allreduce_s(spec, gpu, b, tp)
     return ServingSpeed(
         prefill_tokens_per_s=context / ttft,

@@ -35,6 +35,7 @@ from constraints.fp8 import fp8_column
 from constraints.gemms import model_gemms
 from constraints.gpus import GpuSpec
 from constraints.kernels import attention_generation_scale, attention_share, stack_column
+from constraints.matmul_ceiling import gemm_ceiling_scale
 from constraints.memory import memory_arrays
 from constraints.model_states import model_facts
 from constraints.models import ModelSpec
@@ -144,6 +145,8 @@ def throughput_arrays(
     per NVLink domain when it spans nodes (default: the GPU row's, else the node);
     ``k_elementwise`` overrides the eager stack's elementwise factor (for the fit)."""
     n = len(batch)
+    # ETA_GEMM is the A100's share of peak; each GPU's measured matmul ceiling scales it
+    eta_gemm = eta_gemm * gemm_ceiling_scale(gpu)
     mem = memory if memory is not None else memory_arrays(spec, batch, gpu)
     f = model_facts(spec)
     peak = _peak_flops(gpu, batch)

@@ -10,7 +10,9 @@ from __future__ import annotations
 # guesses (0.72, 0.45, 4.0). Refitted under issue 12's physics (collectives over the NICs, fp8
 # attention in bf16, kernel stacks) the search stays here; rows 400-422 (torchtitan, torchao) are
 # held out of the fit and test it (docs/steptime.md).
-#: Fraction of dense peak a large GEMM reaches (cuBLAS bf16 on A100/H100). Fitted: 0.70.
+#: Fraction of dense peak a large GEMM reaches on the A100 (cuBLAS bf16). Fitted: 0.70. Other GPUs
+#: scale it by their measured matmul ceiling relative to the A100's (constraints/matmul_ceiling.py:
+#: H100 SXM × 0.924); the refit with that scale in place stays at 0.70.
 ETA_GEMM = 0.70
 #: Fraction of dense peak FlashAttention reaches (forward and backward together). Fitted: 0.325,
 #: to the llm-foundry rows, which ran FlashAttention-1 (flash-attn==1.0.9 pinned), so it is the

@@ -221,3 +221,16 @@ def load_yaml(
     finally:
         loader.dispose()
     return data, root
+
+
+def family_in_file(err: FitplanError, key: str = "family") -> FitplanError:
+    """A ``--family`` refusal (constraints/hf_config.py, constraints/models.py) in the words of a
+    file's ``family`` field, which has the flag's meaning and checks."""
+
+    def words(text: str | None) -> str | None:
+        if text is None:
+            return None
+        text = text.replace(", or pass raw numbers (--params …)", "")  # flags, not fields
+        return text.replace("add --family NAME", f"add {key}: NAME").replace("--family", key)
+
+    return FitplanError(words(err.message) or err.message, words(err.hint))

@@ -839,6 +839,94 @@ add(
     "8-bit bitsandbytes optimizers",
 )
 
+# ---- third pass: a section that must be a mapping holds a scalar (fuzzed: 5 of 750 mutated
+# check fixtures reached a reader's .get on an int/str: exit 70 before the fix)
+ACC = "distributed_type: {kind}\nnum_processes: 2\nmixed_precision: bf16\n"
+for _kind, _key in (("FSDP", "fsdp_config"), ("DEEPSPEED", "deepspeed_config")):
+    for _label, _value in (
+        ("int", "9223372036854775808"),
+        ("text", "full_shard"),
+        ("list", "[1, 2]"),
+    ):
+        add(
+            f"check-accelerate-{_key}-{_label}",
+            ["check", "{tmp}/acc.yaml", *G],
+            f"acc.yaml:4: {_key} must be a mapping",
+            {"acc.yaml": {"text": ACC.format(kind=_kind) + f"{_key}: {_value}\n"}},
+        )
+TT = "model:\n  _component_: torchtune.models.llama3_2.lora_llama3_2_1b\n  lora_rank: 8\n"
+add(
+    "check-torchtune-optimizer-number",
+    ["check", "{tmp}/tt.yaml", *G],
+    "tt.yaml:4: optimizer must be a mapping",
+    {"tt.yaml": {"text": TT + "optimizer: 0.5\nbatch_size: 2\n"}},
+)
+add(
+    "check-axolotl-fsdp-config-text",
+    ["check", "{tmp}/a.yaml", *G],
+    "fsdp_config must be a mapping",
+    {"a.yaml": {"text": AX + "fsdp_version: 2\nfsdp_config: full_shard\n"}},
+)
+# ---- --stack: one flag, one parser (searcher/cli/stack.py), on every command that takes it
+STACK_COMMANDS = {
+    "search": (["search", "--model", "gpt2", "--gpu", "24GiB", "--out", "{tmp}/out"], None),
+    "explain": ([*explain], None),
+    "launch": ([*L], plan()),
+    "fits": (["fits", "--models", "gpt2"], None),
+    "max": (["max", "micro-batch", "--model", "gpt2", "--gpu", "24GiB"], None),
+    "fleet": (["fleet", "{tmp}/fleet.yaml"], fleet(POOL + JOB)),
+    "check": (["check", "{tmp}/a.yaml", *G], {"a.yaml": {"text": AX + "adapter: lora\n"}}),
+}
+STACK_BAD = {
+    "unknown": ("cuda", "unknown package 'cuda'"),
+    "typo": ("flash-attn,bitsandbyte", "unknown package 'bitsandbyte'"),
+    "empty": ("", "--stack: unknown package ''"),
+    "commas": (",,", "--stack: unknown package ',,'"),
+    "all-and-none": ("all,none", "unknown package 'all', 'none'"),
+    "long": ("x" * 100000, "--stack: unknown package"),
+}
+for _cmd, (_argv, _files) in STACK_COMMANDS.items():
+    for _k, (_value, _needle) in STACK_BAD.items():
+        add(f"{_cmd}-stack-{_k}", [*_argv, "--stack", _value], _needle, _files)
+    add(f"{_cmd}-stack-missing-value", [*_argv, "--stack"], "expected one argument", _files)
+
+# ---- family: in fleet jobs and scenario models (--family's meaning and checks)
+_UNKNOWN_TYPE = cfg(model_type="myllama")
+_FAM_JOB = JOB.replace("llama-3.2-1b", "cfg.json").replace("seq_len: 2048", "seq_len: 128")
+for _k, (_line, _needle, _model) in {
+    "unsupported": ("    family: gpt9\n", "jobs[0].family: family 'gpt9' is not a supported", None),
+    "empty": ('    family: ""\n', "jobs[0].family", None),
+    "number": ("    family: 5\n", "jobs[0].family", None),
+    "catalog": ("    family: llama\n", "does nothing with the catalog model", "llama-3.2-1b"),
+    "contradicts": ("    family: gpt2\n", "contradicts the config's model_type", "llama.json"),
+    "absent": ("", "add family: NAME", None),
+}.items():
+    _job = _FAM_JOB if _model is None else _FAM_JOB.replace("cfg.json", _model)
+    add(
+        f"fleet-family-{_k}",
+        ["fleet", "{tmp}/fleet.yaml"],
+        _needle,
+        {
+            **fleet(POOL + _job + _line),
+            "cfg.json": _UNKNOWN_TYPE,
+            "llama.json": cfg(model_type="llama"),
+        },
+    )
+_CASE = "title: x\ncases:\n  - name: a\n    model: {MODEL}\n    expect: {fits: {equals: true}}\n"
+for _k, (_model, _needle) in {
+    "catalog": ("{id: gpt2, family: llama}", "does nothing with the catalog model"),
+    "raw": ("{params: 7e9, family: llama}", "not to raw numbers"),
+    "number": ("{config: c.json, family: 5}", "must be a family name"),
+    "empty": ("{config: c.json, family: ''}", "must be a family name"),
+    "typo-key": ("{id: gpt2, famly: llama}", "unknown key 'famly'"),
+}.items():
+    add(
+        f"scenario-family-{_k}",
+        ["scenario", "run", "{tmp}/s.yaml"],
+        _needle,
+        {"s.yaml": {"text": _CASE.replace("{MODEL}", _model)}},
+    )
+
 seen = set()
 for c in cases:
     assert c["id"] not in seen, c["id"]

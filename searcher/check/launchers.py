@@ -12,6 +12,7 @@ from typing import Any
 
 from searcher.check.doc import Document, get
 from searcher.check.reading import Edit, Reading
+from searcher.check.values import section
 
 
 def is_accelerate(data: Any) -> bool:
@@ -43,7 +44,7 @@ def read_accelerate(doc: Document, load_ds: Any) -> tuple[Reading, Document | No
         r.fields["_half"] = "bf16"
     ds_doc = None
     if kind == "FSDP":
-        fc = d.get("fsdp_config") or {}
+        fc = section(doc, "fsdp_config")
         strategy = str(fc.get("fsdp_sharding_strategy", "FULL_SHARD")).upper()
         if "fsdp_reshard_after_forward" in fc:
             reshard = fc["fsdp_reshard_after_forward"]
@@ -80,7 +81,7 @@ def read_accelerate(doc: Document, load_ds: Any) -> tuple[Reading, Document | No
                     "wrapping, prefetch and checkpoint format: fitplan models one unit per layer",
                 )
     elif kind == "DEEPSPEED":
-        dc = d.get("deepspeed_config") or {}
+        dc = section(doc, "deepspeed_config")
         if isinstance(dc.get("deepspeed_config_file"), str):
             ds_doc = load_ds(doc, dc["deepspeed_config_file"])
             r.read(doc, "deepspeed_config.deepspeed_config_file", "zero")
@@ -129,7 +130,7 @@ def write_accelerate(r: Reading, old: Any, new: Any) -> list[Edit] | None:
         if kind == "FSDP":
             if new.offload == "optimizer" or new.zero not in (2, 3):
                 return None
-            fc = d.get("fsdp_config") or {}
+            fc = section(doc, "fsdp_config")
             if "fsdp_reshard_after_forward" in fc:
                 edits.append(
                     Edit(doc.path, "fsdp_config.fsdp_reshard_after_forward", new.zero == 3)
@@ -144,7 +145,7 @@ def write_accelerate(r: Reading, old: Any, new: Any) -> list[Edit] | None:
                 )
             edits.append(Edit(doc.path, "fsdp_config.fsdp_offload_params", new.offload == "all"))
         elif kind == "DEEPSPEED" and "deepspeed_config_file" not in (
-            d.get("deepspeed_config") or {}
+            section(doc, "deepspeed_config")
         ):
             edits.append(Edit(doc.path, "deepspeed_config.zero_stage", new.zero))
             edits.append(

@@ -13,6 +13,7 @@ from typing import Any
 
 from searcher.check.doc import DELETE, Document, get
 from searcher.check.reading import Edit, Reading
+from searcher.check.values import section
 
 LOSSES = {
     "torch.nn.CrossEntropyLoss": "standard",
@@ -60,7 +61,7 @@ def read_torchtune(doc: Document) -> Reading:
     if builder.startswith("qlora_"):
         r.fields["quant"] = "nf4-dq"  # torchao NF4 with double-quantised scalers
     if lora:
-        if "lora_rank" in (d.get("model") or {}):
+        if "lora_rank" in section(doc, "model"):
             r.fields["lora_rank"] = int(get(d, "model.lora_rank"))
             r.read(doc, "model.lora_rank", "lora_rank")
         if get(d, "model.lora_dropout") is not None:
@@ -105,7 +106,7 @@ def read_torchtune(doc: Document) -> Reading:
         r.read(doc, "optimizer._component_", "optimizer")
     elif opt is not None:
         r.unmapped(doc, "optimizer._component_", f"{opt} has no fitplan model")
-    if "fused" in (d.get("optimizer") or {}):
+    if "fused" in section(doc, "optimizer"):
         r.ignore(doc, "optimizer.fused", "fused kernel: speed, not memory")
     loss = get(d, "loss._component_")
     if loss in LOSSES:
@@ -194,7 +195,7 @@ def write_torchtune(r: Reading, old: Any, new: Any) -> list[Edit] | None:
         if opt_comp is None or ((r.gpus or 1) > 1 and opt_comp.startswith("bitsandbytes")):
             return None
         edits.append(Edit(doc.path, "optimizer._component_", opt_comp))
-        if opt_comp.startswith("bitsandbytes") and "fused" in (d.get("optimizer") or {}):
+        if opt_comp.startswith("bitsandbytes") and "fused" in section(doc, "optimizer"):
             edits.append(Edit(doc.path, "optimizer.fused", DELETE))
     if (new.method, new.quant) != (old.method, old.quant):
         comp = str(get(d, "model._component_"))

@@ -26,6 +26,7 @@ from searcher.check.common import (
 )
 from searcher.check.doc import Document, get
 from searcher.check.reading import Reading
+from searcher.check.values import section
 
 #: transformers TrainingArguments.per_device_train_batch_size default
 TRAINER_DEFAULT_MICRO_BATCH = 8
@@ -331,8 +332,8 @@ def read_trainer(
     if ds_doc is not None:
         ds_prec = read_deepspeed(r, ds_doc, half)
         r.fields.setdefault("offload", "none")
-    elif fmt == "axolotl" and isinstance(d.get("fsdp_config"), dict):
-        fc = d["fsdp_config"]
+    elif fmt == "axolotl" and section(doc, "fsdp_config"):
+        fc = section(doc, "fsdp_config")
         reshard = fc.get("reshard_after_forward", fc.get("fsdp_reshard_after_forward", True))
         r.fields["zero"] = 3 if reshard else 2
         r.fields["offload"] = (

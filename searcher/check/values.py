@@ -12,7 +12,7 @@ from typing import Any
 from constraints import limits as L
 from constraints.errors import FitplanError
 from constraints.limits import Bound, excerpt
-from searcher.check.doc import Document, flat_keys, key_line
+from searcher.check.doc import Document, flat_keys, get, key_line
 
 #: key (the last part of its dotted path) → the range its whole number must lie in
 COUNT_KEYS: dict[str, Bound] = {
@@ -80,3 +80,16 @@ def _fraction(doc: Document, dotted: str, value: Any) -> None:
             f"{_where(doc, dotted)}: {dotted} must be a probability from 0 to below 1, "
             f"got {excerpt(value)}"
         )
+
+
+def section(doc: Document, dotted: str) -> dict[str, Any]:
+    """The mapping at ``dotted`` in ``doc`` (``{}`` when absent or empty); any other value is
+    refused with ``file:line``, as the framework reading the file would refuse it."""
+    value = get(doc.data, dotted)
+    if value is None or value == "":
+        return {}
+    if not isinstance(value, dict):
+        raise FitplanError(
+            f"{_where(doc, dotted)}: {dotted} must be a mapping of keys, got {excerpt(value)}"
+        )
+    return value

@@ -52,6 +52,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--keys", action="store_true", help="list every key with what fitplan did with it"
     )
     p.add_argument("--json", action="store_true", help="print one JSON object")
+    from searcher.cli.stack import add_stack_arg
+
+    add_stack_arg(p)
     p.set_defaults(handler="searcher.cli.check:cmd_check")
 
 
@@ -115,6 +118,9 @@ def cmd_check(args: argparse.Namespace) -> int:
         raise FitplanError(f"--gpus must be at least 1, got {args.gpus}")
     if args.seq_len is not None and args.seq_len < 1:
         raise FitplanError(f"--seq-len must be positive, got {args.seq_len}")
+    from searcher.cli.stack import stack_of
+
+    stack = stack_of(args)  # a bad --stack is refused before any file is read
     oom = parse_oom(args.oom) if args.oom else None
     headroom = headroom_from_args(args)
     gpu = None
@@ -183,15 +189,30 @@ def cmd_check(args: argparse.Namespace) -> int:
                     s.changes, s.kind, back, needed[0], usable, tps[0], s.tokens_per_s_before
                 )
             suggestions.append((s, edits))
+    from searcher.search.stack import framework_of, missing_for
+
+    framework = framework_of(reading.format)  # torchtune's QLoRA needs torchao, not bitsandbytes
+
+    def needs(c: Any) -> tuple[str, ...]:
+        return missing_for(c, stack.packages, framework)
+
     if args.json:
-        sys.stdout.write(
-            json.dumps(
-                _json(reading, spec, cfg, e, oom, suggestions, KIND_NAMES), indent=2, default=str
-            )
-            + "\n"
-        )
+        out = _json(reading, spec, cfg, e, oom, suggestions, KIND_NAMES)
+        out["stack"] = sorted(stack.packages)
+        out["needs_outside_stack"] = list(needs(cfg))
+        for entry, (s, _edits) in zip(out["suggestions"], suggestions, strict=True):
+            entry["needs_outside_stack"] = list(needs(s.config))
+        sys.stdout.write(json.dumps(out, indent=2, default=str) + "\n")
     else:
-        _print(reading, spec, cfg, e, oom, suggestions, KIND_NAMES, args.keys, diagnosis)
+        from searcher.cli.stack import needs_line, print_stack_line
+
+        print_stack_line(stack)
+        _print(reading, spec, cfg, e, oom, suggestions, KIND_NAMES, args.keys, diagnosis, needs)
+        line = needs_line(needs(cfg), "this configuration", framework)
+        if line:
+            from searcher.terminal import console
+
+            console().print(f"[yellow]{line}[/]")
     return 0 if e.verdict.fits else 1
 
 
@@ -234,7 +255,7 @@ def _json(reading, spec, cfg, e, oom, suggestions, kinds) -> dict[str, Any]:
     }
 
 
-def _print(reading, spec, cfg, e, oom, suggestions, kinds, all_keys, diagnosis) -> None:
+def _print(reading, spec, cfg, e, oom, suggestions, kinds, all_keys, diagnosis, needs) -> None:
     from constraints.units import GiB
     from searcher.check.reading import IGNORED, READ, UNMAPPED
     from searcher.cli.render import precision_brief, print_explanation
@@ -304,9 +325,12 @@ def _print(reading, spec, cfg, e, oom, suggestions, kinds, all_keys, diagnosis) 
             else "same speed"
         )
         rate = "" if e.gpu.custom else f", {s.tokens_per_s:,.4g} tokens/s ({speed})"
+        lacking = needs(s.config)
+        outside = f"; needs {', '.join(lacking)} (outside the stack)" if lacking else ""
         con.print(
             f"{i}. {' + '.join(s.changes)} [{kinds[s.kind]}]: {s.needed / GiB:.2f} of {s.usable / GiB:.2f} GiB"
-            + rate,
+            + rate
+            + outside,
             markup=False,
         )
         for _text, diff in edits.values():

@@ -171,11 +171,14 @@ def run_cli_search(args: argparse.Namespace, stack: Any = None):
     import dataclasses
 
     from searcher.inputs import search_problem
+    from searcher.search.stack import framework_of
     from searcher.search.stack_front import run_stack_search
     from searcher.search.strategies import make_strategy
     from searcher.terminal import progress_reporter
 
     problem = search_problem(args)
+    # what a plan needs depends on the framework of the launch files it is written for
+    problem = dataclasses.replace(problem, framework=framework_of(getattr(args, "emit", None)))
     if stack is not None:
         problem = dataclasses.replace(problem, stack=stack.packages)
     strategy = make_strategy(
@@ -278,11 +281,13 @@ def cmd_fits(args: argparse.Namespace) -> int:
     from constraints.units import parse_size
     from searcher.cli.fits import fits_table
     from searcher.cli.render import print_fits
+    from searcher.cli.stack import needs_line, print_stack_line, stack_of
     from searcher.hub import resolve_any_model as resolve_model
     from searcher.inputs import check_fits_args, gpu_from_args, headroom_from_args
     from searcher.terminal import progress_reporter
 
     check_fits_args(args)
+    stack = stack_of(args)  # a bad --stack is refused before any work
     gpu = gpu_from_args(args)
     if args.seq_len is None or args.seq_len < 1:
         raise FitplanError(f"--seq-len must be positive, got {args.seq_len}")
@@ -304,9 +309,18 @@ def cmd_fits(args: argparse.Namespace) -> int:
             headroom=headroom_from_args(args),
             cpu_ram=parse_size(args.cpu_ram) if args.cpu_ram else None,
             progress=progress,
+            stack=stack.packages,
         )
     if args.json:
         _dump([r.model_dump() for r in rows])
-    else:
-        print_fits(rows, gpu, args.seq_len)
+        return 0
+    print_stack_line(stack)
+    print_fits(rows, gpu, args.seq_len)
+    cells = [c for r in rows for c in (r.inference, r.qlora, r.lora, r.full)]
+    needed = sorted({p for c in cells for p in c.needs_outside_stack})
+    line = needs_line([p for p in stack.missing if p in needed], "a plan marked above")
+    if line:
+        from searcher.terminal import console
+
+        console().print(f"[yellow]{line}[/]")
     return 0

@@ -48,13 +48,18 @@ def register(subparsers: Any) -> None:
         default=None,
         help="processes for the searches (default 1: measured faster on a loaded machine)",
     )
+    from searcher.cli.stack import add_stack_arg
+
+    add_stack_arg(p)
     p.set_defaults(handler="searcher.cli.fleet:cmd_fleet")
 
 
 def cmd_fleet(args: argparse.Namespace) -> int:
     import json
     import sys
+    from dataclasses import replace
 
+    from searcher.cli.stack import stack_of
     from searcher.fleet.fleet_file import load_fleet
     from searcher.fleet.plan import plan_fleet, plan_json
     from searcher.terminal import progress_reporter
@@ -68,7 +73,10 @@ def cmd_fleet(args: argparse.Namespace) -> int:
 
         require_matplotlib()
         check_report_path(args.report, force=args.force)
+    stack = stack_of(args)  # a bad --stack is refused before the file is read
     fleet = load_fleet(args.file)
+    # every job's plans keep to the stack: unpinned knobs narrowed, pins kept (and marked)
+    fleet = replace(fleet, jobs=tuple(replace(j, stack=stack.packages) for j in fleet.jobs))
     with progress_reporter("searching job × pool") as progress:
         plan = plan_fleet(
             fleet,
@@ -85,7 +93,17 @@ def cmd_fleet(args: argparse.Namespace) -> int:
     if args.json:
         sys.stdout.write(json.dumps(plan_json(plan), indent=2, default=str) + "\n")
     else:
+        from searcher.cli.stack import needs_line, print_stack_line
         from searcher.fleet.render import print_plan
+        from searcher.search.stack import missing_for
+        from searcher.terminal import console
 
+        print_stack_line(stack)
         print_plan(plan)
+        needed = {
+            p for x in plan.placed for p in missing_for(x.option.member.config, stack.packages)
+        }
+        line = needs_line([p for p in stack.missing if p in needed], "a placed job")
+        if line:
+            console().print(f"[yellow]{line}[/]")
     return 0 if not plan.unplaced else 1

@@ -40,6 +40,9 @@ def register(
         type=integer(L.SEQ_LEN),
         help="seq-len: the longest to probe (default: the context)",
     )
+    from searcher.cli.stack import add_stack_arg
+
+    add_stack_arg(p)
     p.set_defaults(handler="searcher.cli.inverse:cmd_max")
 
 
@@ -54,6 +57,9 @@ def _problem(args: argparse.Namespace):
 
 
 def cmd_max(args: argparse.Namespace) -> int:
+    from dataclasses import replace
+
+    from searcher.cli.stack import print_stack_line, stack_of
     from searcher.search.inverse import cheapest_gpus, max_micro_batch, max_seq_len, min_gpus
 
     if not args.model and args.params is None:
@@ -62,12 +68,20 @@ def cmd_max(args: argparse.Namespace) -> int:
         )
     if args.question == "micro-batch" and args.micro_batch is not None:
         raise FitplanError("max micro-batch searches the micro-batch: drop --micro-batch")
-    problem = _problem(args)
+    stack = stack_of(args)  # a bad --stack is refused before any work
+    # every probe keeps to the stack: unpinned knobs narrowed, pins kept (and marked)
+    problem = replace(_problem(args), stack=stack.packages)
+    if not args.json:
+        print_stack_line(stack)
     if args.question == "cheapest-gpu":
         options = cheapest_gpus(problem)
         if args.json:
             _dump(
-                {"question": "cheapest-gpu", "options": [_option_json(o, problem) for o in options]}
+                {
+                    "question": "cheapest-gpu",
+                    "stack": sorted(stack.packages),
+                    "options": [_option_json(o, problem) for o in options],
+                }
             )
         else:
             _print_cheapest(options, problem)
@@ -79,8 +93,6 @@ def cmd_max(args: argparse.Namespace) -> int:
     else:
         answer = min_gpus(problem)
     if args.json:
-        from searcher.search.views import member_json
-
         _dump(
             {
                 "question": answer.question,
@@ -88,7 +100,8 @@ def cmd_max(args: argparse.Namespace) -> int:
                 "bound": answer.bound,
                 "limited_by_bound": answer.limited_by_bound,
                 "probes": answer.probes,
-                "member": member_json(answer.member, problem) if answer.member else None,
+                "stack": sorted(stack.packages),
+                "member": _member_json(answer.member, problem) if answer.member else None,
             }
         )
     else:
@@ -101,14 +114,29 @@ def _dump(obj: Any) -> None:
 
 
 def _option_json(o, problem) -> dict[str, Any]:
-    from searcher.search.views import member_json
-
     return {
         "gpu": o.gpu_id,
         "name": o.gpu_name,
         "usd_per_gpu_hour": o.usd_per_gpu_hour,
-        "member": member_json(o.member, problem),
+        "member": _member_json(o.member, problem),
     }
+
+
+def _member_json(m, problem) -> dict[str, Any]:
+    """search --json's member, with what it needs beyond the stack (a pin outside it)."""
+    from searcher.search.stack import missing_for
+    from searcher.search.views import member_json
+
+    missing = missing_for(m.config, problem.stack, problem.framework)
+    return {**member_json(m, problem), "needs_outside_stack": list(missing)}
+
+
+def _needs(m, problem) -> str:
+    """' · needs X (outside the stack)' for a member that a pin took outside the stack."""
+    from searcher.search.stack import missing_for
+
+    missing = missing_for(m.config, problem.stack, problem.framework)
+    return f" · needs {', '.join(missing)} (outside the stack)" if missing else ""
 
 
 def _print_answer(answer, problem) -> None:
@@ -133,7 +161,9 @@ def _print_answer(answer, problem) -> None:
     m = answer.member
     con.print(f"  achieved by: {member_line(m)}", markup=False)
     con.print(
-        f"  peak {m.needed / GiB:.2f} GiB per GPU, {m.tokens_per_s:,.0f} tokens/s", markup=False
+        f"  peak {m.needed / GiB:.2f} GiB per GPU, {m.tokens_per_s:,.0f} tokens/s"
+        + _needs(m, problem),
+        markup=False,
     )
 
 
@@ -155,7 +185,7 @@ def _print_cheapest(options, problem) -> None:
         m = o.member
         con.print(
             f"  {o.gpu_id:<14} ${m.usd_per_mtok:.3f}/M tokens  ${o.usd_per_gpu_hour:.2f}/GPU-h  "
-            f"{m.gpus} GPU(s)  {m.needed / GiB:.1f} GiB  {member_line(m)}",
+            f"{m.gpus} GPU(s)  {m.needed / GiB:.1f} GiB  {member_line(m)}{_needs(m, problem)}",
             markup=False,
         )
 
@@ -214,5 +244,6 @@ def cmd_cheapest_for(args: argparse.Namespace) -> int:
         question="cheapest-gpu",
         json=args.json,
         max_seq_len=None,
+        stack=args.stack,
     )
     return cmd_max(ns)

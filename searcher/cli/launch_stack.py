@@ -12,13 +12,14 @@ def cmd_launch(args: argparse.Namespace) -> int:
     from searcher.emitters.commands import check_emit_args
     from searcher.emitters.commands import cmd_launch as emit_launch
     from searcher.emitters.plan import load_plan
-    from searcher.search.stack import missing_for
+    from searcher.search.stack import framework_of, missing_for
 
     stack = stack_of(args)  # a bad --stack is refused before anything is read or written
     check_emit_args(args)
     plan = load_plan(args.plan, pick=args.pick, model=args.model, gpus_per_node=args.gpus_per_node)
     code = emit_launch(args)  # a refusal raises: its one line stays the only line
-    line = needs_line(missing_for(plan.config, stack.packages), "this plan")
+    framework = framework_of(args.emit)  # torchtune's QLoRA is torchao's NF4, not bitsandbytes
+    line = needs_line(missing_for(plan.config, stack.packages, framework), "this plan", framework)
     if line:
         sys.stderr.write(f"fitplan: {stack_line(stack)}\nfitplan: {line}\n")
     return code

@@ -197,6 +197,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
         metavar="MODEL",
         help="instead: the cheapest catalog GPU that fits this model's job (see fitplan max)",
     )
+    add_stack_arg(p)
     p.add_argument("--json", action="store_true")
     p.set_defaults(handler="searcher.cli.commands:cmd_fits")
 

@@ -311,7 +311,7 @@ def print_search(
         if marks:
             from searcher.cli.stack import print_marked
 
-            print_marked(marks, pick, out)
+            print_marked(marks, pick, out, p.framework)
         if len(result.front) > top:
             out.print(
                 f"[dim]{len(result.front) - top} more on the front: --top {len(result.front)}, --json or --csv[/]"
@@ -403,13 +403,14 @@ def levers_brief(c: Any) -> str:
 
 
 def front_csv_text(result: Any, tokens: float | None = None) -> str:
-    """The whole front as CSV text (one row per member, config and memory columns flattened)."""
+    """The whole front as CSV text (one row per member, config and memory columns flattened;
+    last, what each needs and what of that is outside the stack, as the table's needs column)."""
     import pandas as pd
 
     from searcher.search.views import member_json
 
-    rows = []
-    for m in result.front:
+    rows, marks = [], getattr(result, "stack_missing", ())
+    for i, m in enumerate(result.front):
         j = member_json(m, result.problem, tokens)
         flat = {
             **{f"config.{k}": v for k, v in j["config"].items()},
@@ -419,6 +420,8 @@ def front_csv_text(result: Any, tokens: float | None = None) -> str:
             flat[k] = j[k]
         if "budget" in j:
             flat.update({f"budget.{k}": v for k, v in j["budget"].items()})
+        flat["needs_packages"] = " ".join(j["needs_packages"])  # appended: space-separated
+        flat["needs_outside_stack"] = " ".join(marks[i]) if marks else ""
         rows.append(flat)
     text: str = pd.DataFrame(rows).to_csv(index=False)
     return text

@@ -1,4 +1,5 @@
-"""``--stack`` on search / explain / launch: which optional packages the plan may use.
+"""``--stack`` on search / explain / launch / fits / max / fleet / check: which optional
+packages the plan may use. The flag and its parsing live here only.
 
 Default: what is importable in this Python (found with ``importlib.util.find_spec``, nothing
 imported), said in one line. ``--stack flash-attn,bitsandbytes`` names the set for another
@@ -12,7 +13,15 @@ import argparse
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-from searcher.search.stack import ALL, KNOWN_PACKAGES, NONE, Stack, detect_stack, parse_stack
+from searcher.search.stack import (
+    ALL,
+    HF,
+    KNOWN_PACKAGES,
+    NONE,
+    Stack,
+    detect_stack,
+    parse_stack,
+)
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -42,21 +51,22 @@ def stack_line(stack: Stack) -> str:
     return f"stack: {has} (--stack)"
 
 
-def install_hint(packages: Iterable[str]) -> str:
-    """``pip install name==version …``: the releases the launch files are written for
-    (searcher/emitters/data/versions.json) where fitplan pins one."""
+def install_hint(packages: Iterable[str], framework: str = HF) -> str:
+    """``pip install name==version …``: the releases the launch files of ``framework`` are
+    written for (searcher/emitters/data/versions.json) where fitplan pins one."""
     from searcher.emitters.versions import released_versions
 
-    pins = released_versions("hf")
+    pins = {**released_versions(HF), **released_versions(framework)}
     return "pip install " + " ".join(f"{p}=={pins[p]}" if p in pins else p for p in packages)
 
 
-def needs_line(missing: Iterable[str], what: str) -> str | None:
+def needs_line(missing: Iterable[str], what: str, framework: str = HF) -> str | None:
     """One line saying what ``what`` needs beyond the stack and how to install it (None: nothing)."""
     missing = tuple(missing)
     if not missing:
         return None
-    return f"{what} needs {', '.join(missing)}, not in the stack: {install_hint(missing)}"
+    hint = install_hint(missing, framework)
+    return f"{what} needs {', '.join(missing)}, not in the stack: {hint}"
 
 
 def print_stack_line(stack: Stack, out: Console | None = None) -> None:
@@ -66,12 +76,15 @@ def print_stack_line(stack: Stack, out: Console | None = None) -> None:
     (out or console()).print(f"[dim]{stack_line(stack)}[/]")
 
 
-def print_marked(marks: tuple[tuple[str, ...], ...], pick: int, out: Console) -> None:
+def print_marked(
+    marks: tuple[tuple[str, ...], ...], pick: int, out: Console, framework: str = HF
+) -> None:
     """Under the front: what the marked members need, and whether the pick runs with the stack."""
     needed = [p for p in KNOWN_PACKAGES if any(p in m for m in marks)]
     out.print(
         "[yellow]✗ needs: plans outside the stack, shown for comparison, not picked by default; "
-        f"to run them: {install_hint(needed)} (or --stack to name the target's packages)[/]"
+        f"to run them: {install_hint(needed, framework)} (or --stack to name the target's "
+        "packages)[/]"
     )
     if all(marks):
         out.print("[yellow]no plan on the front runs with this stack[/]")

@@ -25,6 +25,7 @@ def _traced(args: argparse.Namespace) -> tuple[Any, Any, Any]:
     from searcher.truth.hf_build import config_of, quiet_transformers, require_torch
 
     spec, gpu, cfg, headroom, _notes = explain_config(args)
+    cfg = cfg.as_planned()
     if spec.arch == "raw":
         raise FitplanError(
             "the step tracer needs an architecture, not --params",

@@ -53,14 +53,6 @@ def check_verify_args(args: argparse.Namespace) -> None:
     require_torch()
 
 
-def as_planned(cfg: Any) -> Any:
-    """The member's configuration with the adapter dtype the analytic model assumed pinned, so the
-    traced run is the planned one (PEFT's default would otherwise build fp32 adapters)."""
-    if not cfg.is_lora or cfg.adapter_dtype:
-        return cfg
-    return cfg.model_copy(update={"adapter_dtype": cfg.trainable_dtype()})
-
-
 def verify_front(args: argparse.Namespace, result: Any) -> list[Verified]:
     """Trace the first ``args.verify`` members of ``result.front`` (the order printed)."""
     from searcher.truth.hf_build import config_of, quiet_transformers
@@ -72,7 +64,7 @@ def verify_front(args: argparse.Namespace, result: Any) -> list[Verified]:
     hf_cfg, _ = config_of(args.model)
     out = []
     for rank, member in enumerate(result.front[: args.verify], start=1):
-        cfg = as_planned(member.config)
+        cfg = member.config.as_planned()
         analytic = int(member.memory.allocated)
         try:
             check_supported(spec, cfg)

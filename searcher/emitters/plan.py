@@ -17,7 +17,6 @@ from constraints.config import TrainConfig
 from constraints.errors import FitplanError
 from constraints.frozen import frozen
 from constraints.models import ModelSpec, catalog_entry, resolve_model
-from constraints.precision import FLOAT_DTYPES
 from constraints.record import InvalidField
 from searcher.emitters.knobs import KNOB_NAMES
 
@@ -221,13 +220,8 @@ def lora_alpha(plan: Plan, override: int | None) -> int:
 
 
 def adapter_dtype(cfg: TrainConfig) -> str:
-    """The dtype fitplan modelled for the LoRA adapters (mirrors TrainConfig.columns)."""
-    weight, _grad, _master, _state, compute, _autocast = cfg.resolved_recipe()
-    if cfg.adapter_dtype:
-        return cfg.adapter_dtype.lower()
-    if weight not in FLOAT_DTYPES:
-        return "bf16" if compute in ("bf16", "fp8") else compute
-    return weight
+    """The dtype fitplan modelled for the LoRA adapters."""
+    return cfg.trainable_dtype()
 
 
 def lora_target_modules(plan: Plan) -> str | list[str]:

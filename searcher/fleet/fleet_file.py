@@ -18,7 +18,7 @@ from constraints.limits import excerpt
 from searcher.fleet.schema import CustomGpuIn, Fleet, FleetIn, Job, JobIn, Pool, PoolIn
 from searcher.fleet.yaml_lines import Lines, pydantic_message, read_yaml
 from searcher.search.space import DEFAULT_CPU_RAM_PER_NODE
-from searcher.validate import check_size
+from searcher.validate import check_size, family_in_file
 
 
 def _model_at(loc: tuple[str | int, ...]) -> type[BaseModel] | None:
@@ -210,8 +210,12 @@ def resolve_job(j: JobIn, i: int, pool_names: list[str], lines: Lines) -> Job:
         if candidate.exists():
             model_ref = str(candidate)
     try:
-        model = resolve_model(model_ref)
+        model = resolve_model(model_ref, family=j.family)
     except FitplanError as err:
+        if j.family is not None and "--family" in err.message:  # the field's own refusal
+            err = family_in_file(err)
+            raise lines.error((*loc, "family"), err.message, err.hint) from None
+        err = family_in_file(err)  # "add family: NAME" where the model_type is unknown
         raise lines.error((*loc, "model"), err.message, err.hint) from None
     if model.max_position and j.seq_len > model.max_position:
         raise lines.error(

@@ -96,6 +96,7 @@ def problem_for(job: Job, pool: Pool) -> SearchProblem:
         nvlink_domain=pool.nvlink_domain,
         pins=pins,
         gpu_counts=pool.gpu_counts(),
+        stack=job.stack,
     )
 
 

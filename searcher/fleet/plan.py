@@ -147,6 +147,7 @@ def _why_unplaced(
 
 
 def option_json(o: Option, job: Job) -> dict[str, Any]:
+    from searcher.search.stack import missing_for
     from searcher.search.views import breakdown_json
 
     cfg = o.member.config
@@ -165,6 +166,7 @@ def option_json(o: Option, job: Job) -> dict[str, Any]:
         "hours": o.hours,
         "usd": o.usd,
         "tokens": job.tokens,
+        "needs_outside_stack": list(missing_for(cfg, job.stack)),  # a pin outside it
     }
 
 
@@ -197,8 +199,10 @@ def matrix_json(plan: FleetPlan) -> list[dict[str, Any]]:
 
 def plan_json(plan: FleetPlan) -> dict[str, Any]:
     f = plan.fleet
+    stack = f.jobs[0].stack if f.jobs else None
     return {
         "title": f.title,
+        "stack": None if stack is None else sorted(stack),
         "pools": [
             {
                 "name": p.name,

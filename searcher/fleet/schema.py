@@ -15,6 +15,8 @@
     jobs:
       - name: sft                  # unique
         model: llama-3.1-8b        # catalog id (fitplan models) or a config.json path
+        family: llama              # optional, as --family: read a config.json whose model_type
+                                   #   is missing or unknown as this family
         methods: [lora, qlora]     # the methods you accept (default all); the cheapest wins
         lora_rank: 16              # the adapter rank of LoRA / QLoRA (default 16)
         target_batch: 64           # effective batch in sequences
@@ -115,6 +117,8 @@ class JobIn(BaseModel):
 
     name: str = Field(min_length=1, max_length=200)
     model: str = Field(min_length=1, max_length=4096)
+    #: --family's meaning and checks: a config.json's missing or unknown model_type read as it
+    family: str | None = Field(default=None, min_length=1, max_length=200)
     methods: list[Literal["full", "lora", "qlora"]] = Field(
         default_factory=lambda: list(METHODS), min_length=1
     )
@@ -200,6 +204,9 @@ class Job:
     deadline_hours: float | None
     budget_usd: float | None
     pools: tuple[str, ...]  # the pools it may use
+    #: the optional packages its plans may use (fleet --stack; searcher/search/stack.py);
+    #: None: any
+    stack: frozenset[str] | None = None
 
 
 @frozen

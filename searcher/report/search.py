@@ -49,8 +49,10 @@ def search_page_data(result: SearchResult, argv: Sequence[str]) -> dict[str, Any
     priced = bool(p.gpu.usd_per_gpu_hour)
     base = shlex.join(["fitplan", *_base_command(argv)])
     members = []
+    marks = result.stack_missing or tuple(() for _ in result.front)
     for i, m in enumerate(result.front):
         cfg = m.config
+        needs = ", ".join(marks[i])  # outside the stack: the table's needs column
         cost = m.usd_per_mtok if priced and m.usd_per_mtok else m.gpus * 1e6 / m.tokens_per_s
         label = f"{FAMILY_NAMES[cfg.method]}: {knobs_brief(cfg)}, {m.gpus} GPU{'s' * (m.gpus > 1)}"
         members.append(
@@ -62,8 +64,9 @@ def search_page_data(result: SearchResult, argv: Sequence[str]) -> dict[str, Any
                 "y_text": f"${cost:,.3f}" if priced else f"{cost:,.0f} GPU-s",
                 "hover": (
                     f"#{i + 1} {label}<br>{m.memory.total / GiB:.2f} GiB · {m.tokens_per_s:,.0f} tokens/s"
-                    f" · MFU {m.mfu:.0%}"
+                    f" · MFU {m.mfu:.0%}" + (f"<br>✗ needs {needs}" if needs else "")
                 ),
+                "needs": list(marks[i]),
                 "terms": _terms(m.memory),
                 "command": f"{base} --pick {i + 1} --emit hf --out run-{i + 1}/",
                 "details": {
@@ -71,6 +74,7 @@ def search_page_data(result: SearchResult, argv: Sequence[str]) -> dict[str, Any
                     "step time": f"{m.step_time_s:.3f} s",
                     "MFU": f"{m.mfu:.1%}",
                     "peak phase": m.memory.phase,
+                    "needs (outside the stack)": needs or "nothing",
                 },
             }
         )
@@ -82,7 +86,11 @@ def search_page_data(result: SearchResult, argv: Sequence[str]) -> dict[str, Any
             f"evaluated ({result.feasible:,} fit); target batch {p.target_batch} × "
             f"{p.seq_len} tokens, up to {p.max_gpus} GPU{'s' * (p.max_gpus > 1)}"
         ),
-        "facts": {"command": base, "GPU memory": f"{p.gpu.memory_bytes / GiB:.1f} GiB"},
+        "facts": {
+            "command": base,
+            "GPU memory": f"{p.gpu.memory_bytes / GiB:.1f} GiB",
+            **({} if p.stack is None else {"stack": ", ".join(sorted(p.stack)) or "none"}),
+        },
         "members": members,
         "scatter_title": "Pareto front: cost against peak memory",
         "x_title": "peak memory per GPU (GiB)",

@@ -9,6 +9,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from constraints.errors import FitplanError
+from constraints.limits import excerpt
 from constraints.units import GB, GiB
 
 
@@ -48,13 +49,25 @@ class CaseResult(BaseModel):
         return self.error is None and all(c.ok for c in self.checks)
 
 
+#: the keys a case's ``model`` takes: a catalog ``id``, a ``config`` path (with ``family``, as
+#: --family, for a missing or unknown model_type), or raw numbers
+MODEL_KEYS: tuple[str, ...] = ("id", "config", "family", "params", "trainable_params")
+MODEL_KEYS += ("layers", "hidden", "vocab", "heads")
+
+
 def model_of(spec: dict[str, Any]):
     from constraints.models import raw_model, resolve_model
 
+    family = spec.get("family")
     if "id" in spec:
-        return resolve_model(str(spec["id"]))
+        return resolve_model(str(spec["id"]), family=family)
     if "config" in spec:
-        return resolve_model(str(spec["config"]))
+        from searcher.validate import family_in_file
+
+        try:
+            return resolve_model(str(spec["config"]), family=family)
+        except FitplanError as err:  # "add family: NAME", the field, not the flag
+            raise family_in_file(err) from None
     if "params" in spec:
         return raw_model(
             float(spec["params"]),
@@ -67,6 +80,37 @@ def model_of(spec: dict[str, Any]):
             heads=spec.get("heads"),
         )
     raise FitplanError("scenario model needs id, config or params")
+
+
+def check_models(cases: list[Case], path: str | Path) -> None:
+    """Before any case runs: each ``model`` names known keys, and a ``family`` is refused as
+    --family would be (unsupported, with a catalog id or raw numbers, contradicting the
+    config's model_type): one line, exit 2."""
+    from searcher.validate import family_in_file
+
+    for case in cases:
+        where = f"{path}: case {excerpt(case.name, 80)}: model"
+        unknown = [k for k in case.model if k not in MODEL_KEYS]
+        if unknown:
+            raise FitplanError(
+                f"{where}: unknown key {excerpt(str(unknown[0]), 60)}",
+                f"known: {', '.join(MODEL_KEYS)}",
+            )
+        if "family" not in case.model:
+            continue
+        family = case.model["family"]
+        if not isinstance(family, str) or not family.strip():
+            raise FitplanError(f"{where}.family: must be a family name, got {excerpt(family)}")
+        if "params" in case.model and "config" not in case.model and "id" not in case.model:
+            raise FitplanError(
+                f"{where}.family: applies to a config.json (model: {{config: PATH}}), not to "
+                "raw numbers"
+            )
+        try:
+            model_of(case.model)
+        except FitplanError as err:
+            err = family_in_file(err)
+            raise FitplanError(f"{where}.family: {err.message}", err.hint) from None
 
 
 def lookup(metrics: dict[str, Any], name: str) -> Any:

@@ -27,7 +27,16 @@ from pydantic import BaseModel, ConfigDict
 
 from constraints.errors import FitplanError
 from constraints.limits import excerpt
-from searcher.scenarios.cases import Case, CaseResult, Check, case_result, check, lookup, model_of
+from searcher.scenarios.cases import (
+    Case,
+    CaseResult,
+    Check,
+    case_result,
+    check,
+    check_models,
+    lookup,
+    model_of,
+)
 
 
 class ScenarioFile(BaseModel):
@@ -174,7 +183,7 @@ def load_file(path: str | Path) -> ScenarioFile:
     if not isinstance(data, dict) or not all(isinstance(k, str) for k in data):
         raise FitplanError(f"{p}: a scenario file is a mapping with 'title' and 'cases'")
     try:
-        return ScenarioFile(**data)
+        scenario = ScenarioFile(**data)
     except Exception as err:
         from pydantic import ValidationError
 
@@ -183,6 +192,8 @@ def load_file(path: str | Path) -> ScenarioFile:
             loc = ".".join(str(x) for x in first["loc"])
             raise FitplanError(f"{p}: {excerpt(loc, 80)[1:-1]}: {first['msg']}") from None
         raise
+    check_models(scenario.cases, p)  # before any case runs
+    return scenario
 
 
 def run_file(path: str | Path) -> list[CaseResult]:

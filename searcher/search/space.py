@@ -79,6 +79,9 @@ class SearchProblem:
     #: optional packages installed (searcher/search/stack.py); None: every one (the library's
     #: default; the CLI detects what is importable). Unpinned knobs keep to it.
     stack: frozenset[str] | None = None
+    #: the framework the plan runs on, which decides what a knob value needs (search/stack.py:
+    #: "hf", the HF Trainer family, or "torchtune")
+    framework: str = S.HF
 
     def __post_init__(self) -> None:
         if self.max_gpus < 1:
@@ -157,7 +160,7 @@ def knob_values(problem: SearchProblem) -> dict[str, tuple[Any, ...]]:
     attention = pins.get("attention") or (
         "flash"
         if (gpu.supports_flash_attention or gpu.custom)
-        and (problem.stack is None or "flash-attn" in problem.stack)
+        and S.narrow(("flash",), S.attention_table(problem.framework), problem.stack)
         else "sdpa"  # torch's SDPA runs FlashAttention-2 itself on sm80+ (search/stack.py)
     )
     ckpt = ("none", "selective", "full") if attention == "eager" else ("none", "full")
@@ -169,7 +172,7 @@ def knob_values(problem: SearchProblem) -> dict[str, tuple[Any, ...]]:
     quants = (
         (pins["quant"],)
         if pins.get("quant") not in (None, "none")
-        else S.narrow(DEFAULT_QUANTS, S.QUANT_PACKAGE, problem.stack)
+        else S.narrow(DEFAULT_QUANTS, S.quant_table(problem.framework), problem.stack)
     )
     if not quants:  # no quantised base in the stack: QLoRA only where the user asked for it
         quants = DEFAULT_QUANTS

@@ -65,6 +65,37 @@ FP8_RECIPE_PACKAGE = {
     "te-current": "transformer-engine",
 }
 
+#: the framework a launch format runs on: torchtune's recipes, or the HF Trainer family
+#: (transformers + PEFT + bitsandbytes: --emit hf, accelerate, deepspeed, torchrun, axolotl),
+#: the default when no format is named
+HF, TORCHTUNE = "hf", "torchtune"
+FRAMEWORK_OF_FORMAT = {"torchtune": TORCHTUNE, "torchtune-command": TORCHTUNE}
+#: what every plan of a framework needs: torchtune 0.6.1 (the release fitplan writes for) raises
+#: ImportError at ``import torchtune`` without torchao (torchtune/__init__.py; torchao is not in
+#: its pyproject dependencies), and takes NF4 from torchao (torchtune/modules/peft/lora.py:
+#: ``from torchao.dtypes.nf4tensor import linear_nf4, to_nf4``); github.com/pytorch/torchtune
+#: tag v0.6.1, commit a6290a5b
+FRAMEWORK_PACKAGES: dict[str, tuple[str, ...]] = {HF: (), TORCHTUNE: ("torchao",)}
+#: torchtune's QLoRA base is torchao's NF4Tensor (the qlora_* builders; plain nf4 and int8 are
+#: refused by --emit torchtune), and its attention is torch SDPA (no flash-attn)
+TORCHTUNE_QUANT_PACKAGE = {**QUANT_PACKAGE, "nf4-dq": "torchao"}
+TORCHTUNE_ATTENTION_PACKAGE: dict[str, str] = {}
+
+
+def framework_of(fmt: str | None) -> str:
+    """The framework a launch format (``--emit``, or the format ``check`` read) runs on."""
+    return FRAMEWORK_OF_FORMAT.get(fmt or "", HF)
+
+
+def quant_table(framework: str = HF) -> dict[str, str]:
+    """Quantised base -> package under ``framework``."""
+    return TORCHTUNE_QUANT_PACKAGE if framework == TORCHTUNE else QUANT_PACKAGE
+
+
+def attention_table(framework: str = HF) -> dict[str, str]:
+    """Attention implementation -> package under ``framework``."""
+    return TORCHTUNE_ATTENTION_PACKAGE if framework == TORCHTUNE else ATTENTION_PACKAGE
+
 
 @frozen
 class Stack:
@@ -111,13 +142,14 @@ def parse_stack(text: str) -> Stack:
     return Stack(frozenset(names), "--stack")
 
 
-def config_needs(cfg: Any) -> tuple[str, ...]:
+def config_needs(cfg: Any, framework: str = HF) -> tuple[str, ...]:
     """The optional packages a configuration needs (a TrainConfig or anything with its knob
-    attributes), in the order of :data:`KNOWN_PACKAGES`."""
+    attributes) when run by ``framework``, in the order of :data:`KNOWN_PACKAGES`."""
     needs = {
+        *FRAMEWORK_PACKAGES[framework],
         OPTIMIZER_PACKAGE.get(cfg.optimizer),
-        QUANT_PACKAGE.get(cfg.quant),
-        ATTENTION_PACKAGE.get(cfg.attention),
+        quant_table(framework).get(cfg.quant),
+        attention_table(framework).get(cfg.attention),
         LOSS_PACKAGE.get(cfg.loss),
         BACKEND_PACKAGE.get(_backend(cfg)),
         KERNELS_PACKAGE.get(getattr(cfg, "kernels", "eager")),
@@ -144,11 +176,12 @@ def _backend(cfg: Any) -> str:
     )
 
 
-def missing_for(cfg: Any, stack: frozenset[str] | None) -> tuple[str, ...]:
-    """What ``cfg`` needs beyond ``stack`` (nothing when the stack is unrestricted)."""
+def missing_for(cfg: Any, stack: frozenset[str] | None, framework: str = HF) -> tuple[str, ...]:
+    """What ``cfg`` needs beyond ``stack`` under ``framework`` (nothing when the stack is
+    unrestricted)."""
     if stack is None:
         return ()
-    return tuple(p for p in config_needs(cfg) if p not in stack)
+    return tuple(p for p in config_needs(cfg, framework) if p not in stack)
 
 
 def narrow(
@@ -165,3 +198,34 @@ def narrow(
     if stack is None:
         return values
     return tuple(v for v in values if table.get(v) is None or table[v] in stack)
+
+
+#: the ConfigBatch columns :func:`config_needs` reads (the recipe for its default compute dtype)
+NEEDS_COLUMNS = (
+    "optimizer",
+    "quant",
+    "attention",
+    "loss",
+    "backend",
+    "kernels",
+    "recipe",
+    "compute",
+    "fp8_recipe",
+)
+
+
+def rows_missing(
+    batch: Any, rows: Any, stack: frozenset[str] | None, framework: str = HF
+) -> list[tuple[str, ...]]:
+    """What each of ``rows`` (indices into a ConfigBatch) needs beyond ``stack``: one
+    :func:`missing_for` per distinct combination of :data:`NEEDS_COLUMNS` (a few dozen where a
+    search has thousands of rows), so no TrainConfig is built per row."""
+    import numpy as np
+
+    rows = np.asarray(rows)
+    if stack is None or not rows.size:
+        return [()] * int(rows.size)
+    keys = np.stack([np.asarray(getattr(batch, c))[rows] for c in NEEDS_COLUMNS], axis=1)
+    _, first, inverse = np.unique(keys, axis=0, return_index=True, return_inverse=True)
+    per = [missing_for(batch.config(int(rows[i])), stack, framework) for i in first]
+    return [per[int(k)] for k in np.ravel(inverse)]

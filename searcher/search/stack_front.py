@@ -29,7 +29,7 @@ from searcher.search.members import FrontMember
 from searcher.search.pareto import pareto_front
 from searcher.search.run import SearchResult, run_search
 from searcher.search.space import SearchProblem
-from searcher.search.stack import missing_for
+from searcher.search.stack import FRAMEWORK_PACKAGES, missing_for
 from searcher.search.strategies import Progress, Strategy
 
 
@@ -41,13 +41,16 @@ def run_stack_search(
 ) -> SearchResult:
     """The 4-objective front (module docstring), with what each member needs beyond the stack
     (``SearchResult.stack_missing``)."""
-    stack = problem.stack
+    stack, framework = problem.stack, problem.framework
     full = run_search(dataclasses.replace(problem, stack=None), strategy, progress, rank_by=rank_by)
     if stack is None:
         return full
-    outside = [m for m in full.front if missing_for(m.config, stack)]
+    outside = [m for m in full.front if missing_for(m.config, stack, framework)]
     if not outside:  # the unrestricted front already runs with the stack
         return dataclasses.replace(full, problem=problem)
+    if not set(FRAMEWORK_PACKAGES[framework]) <= stack:  # every plan needs what the stack lacks
+        marks = tuple(missing_for(m.config, stack, framework) for m in full.front)
+        return dataclasses.replace(full, problem=problem, stack_missing=marks)
     narrowed_seconds = 0.0
     try:
         narrowed = run_search(problem, strategy, progress, rank_by=rank_by)
@@ -55,7 +58,7 @@ def run_stack_search(
     except FitplanError:  # nothing of the narrowed space is left: only marked plans
         local = []
     pool = local + outside
-    flags = np.array([1.0 if missing_for(m.config, stack) else 0.0 for m in pool])
+    flags = np.array([1.0 if missing_for(m.config, stack, framework) else 0.0 for m in pool])
     objectives = np.column_stack([_objectives(problem, pool), flags])
     keep = pareto_front(objectives)
     speed = np.array([m.tokens_per_s for m in pool])
@@ -66,7 +69,7 @@ def run_stack_search(
     else:
         order = np.lexsort((needed[keep], -speed[keep], cost))
     members = [pool[int(i)] for i in keep[order]]
-    missing = tuple(missing_for(m.config, stack) for m in members)
+    missing = tuple(missing_for(m.config, stack, framework) for m in members)
     return dataclasses.replace(
         full,
         problem=problem,

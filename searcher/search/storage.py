@@ -117,6 +117,8 @@ def fingerprint(problem: Any) -> str:
     }
     if getattr(problem, "stack", None) is not None:  # the space narrowed to the installed stack
         data["stack"] = sorted(problem.stack)
+    if getattr(problem, "framework", "hf") != "hf":  # what a knob value needs differs by framework
+        data["framework"] = problem.framework
     text = json.dumps(data, sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 

@@ -106,7 +106,7 @@ def member_json(
         "fidelity": m.fidelity,
         "gpu": problem.gpu.id,
         "model": problem.model.id,
-        "needs_packages": list(config_needs(m.config)),
+        "needs_packages": list(config_needs(m.config, problem.framework)),
     }
     if tokens:
         hours, usd = m.budget(tokens, problem.gpu.usd_per_gpu_hour)

@@ -153,6 +153,7 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
     if args.gpu is None:
         args.gpu = detected_gpu() if device == "cuda" else "a100-80gb"
     spec, gpu, cfg, headroom, notes = explain_config(args)
+    cfg = cfg.as_planned()
     check_supported(cfg, args.gpus or 1)
     torch.manual_seed(0)
     model, build_notes = build(spec, cfg_dict, cfg, device)

@@ -122,6 +122,26 @@ def test_search_csv(tmp_path: Path) -> None:
     assert rows and "config.method" in rows[0] and "tokens_per_s" in rows[0]
 
 
+def test_search_csv_appends_the_needs_columns(tmp_path: Path, capsys) -> None:
+    """The needs of the terminal table and of --json, as the CSV's last two columns (the
+    columns before them keep their names and order)."""
+    argv = ["search", "--model", "qwen2.5-0.5b", "--gpu", "l4", "--target-batch", "8"]
+    argv += ["--seq-len", "512", "--stack", "deepspeed"]
+    main([*argv, "--json"])
+    front = json.loads(capsys.readouterr().out)["front"]
+    path = tmp_path / "front.csv"
+    assert main([*argv, "--csv", str(path)]) == 0
+    header, *rows = list(csv.reader(path.open()))
+    assert header[-2:] == ["needs_packages", "needs_outside_stack"]
+    assert header[:3] == ["config.method", "config.lora_rank", "config.lora_targets"]
+    assert header.index("fidelity") == len(header) - 3  # no budget columns without --tokens
+    assert len(rows) == len(front)
+    for row, member in zip(rows, front, strict=True):
+        assert row[-2].split() == member["needs_packages"]
+        assert row[-1].split() == member["needs_outside_stack"]
+    assert any(row[-1] for row in rows) and not all(row[-1] for row in rows)
+
+
 def test_search_table_output() -> None:
     proc = run(
         "search",

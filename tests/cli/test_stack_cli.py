@@ -137,3 +137,28 @@ def test_launch_writes_the_plan_and_names_what_to_install(
     assert "this plan needs flash-attn" in err and "pip install flash-attn==" in err
     main(["launch", str(plan), "--emit", "hf", "--out", str(tmp_path / "p"), "--stack", "all"])
     assert "needs" not in capsys.readouterr().err
+
+
+def test_launch_torchtune_qlora_needs_torchao_not_bitsandbytes(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """torchtune 0.6.1's QLoRA base is torchao's NF4 (torchtune/modules/peft/lora.py), and
+    ``import torchtune`` needs torchao (torchtune/__init__.py): bitsandbytes is not needed."""
+    pins = ["--method", "qlora", "--quant", "nf4-dq", "--recipe", "bf16-torch"]
+    pins += ["--loss", "standard", "--optimizer", "adamw", "--attention", "sdpa"]
+    llama = [*SEARCH[:2], "llama-3.2-1b", *SEARCH[3:]]  # torchtune ships QLoRA for llama3_2
+    main([*llama, *pins, "--gpus", "1", "--stack", "all", "--json"])
+    member = json.loads(capsys.readouterr().out)["front"][0]
+    assert member["needs_packages"] == ["bitsandbytes"]  # under the HF Trainer
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps(member))
+    launch = ["launch", str(plan), "--emit", "torchtune"]
+    assert main([*launch, "--out", str(tmp_path / "a"), "--stack", "torchao"]) == 0
+    assert "needs" not in capsys.readouterr().err
+    assert main([*launch, "--out", str(tmp_path / "b"), "--stack", "bitsandbytes"]) == 0
+    err = capsys.readouterr().err
+    assert "this plan needs torchao, not in the stack: pip install torchao==0.10.0" in err
+    assert "bitsandbytes" not in err.split("needs", 1)[1]
+    hf = ["launch", str(plan), "--emit", "hf", "--out", str(tmp_path / "c")]
+    assert main([*hf, "--stack", "torchao"]) == 0
+    assert "this plan needs bitsandbytes" in capsys.readouterr().err

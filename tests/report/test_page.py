@@ -60,3 +60,18 @@ def test_search_page_has_one_member_per_front_member(tmp_path: Path, capsys) -> 
     d = _payload(page)
     assert len(d["members"]) == len(front)
     assert d["members"][2]["command"].endswith("--pick 3 --emit hf --out run-3/")
+
+
+def test_search_page_shows_what_each_member_needs_beyond_the_stack(tmp_path: Path, capsys) -> None:
+    page = tmp_path / "s.html"
+    argv = ["search", "--model", "qwen2.5-0.5b", "--gpu", "rtx-4090", "--target-batch", "4"]
+    main([*argv, "--seq-len", "512", "--stack", "deepspeed", "--json", "--report", str(page)])
+    front = json.loads(capsys.readouterr().out)["front"]
+    d = _payload(page)
+    assert d["facts"]["stack"] == "deepspeed"
+    outside = [m["needs_outside_stack"] for m in front]
+    assert any(outside) and not all(outside)  # the JSON's marks, member by member
+    for member, needs in zip(d["members"], outside, strict=True):
+        assert member["needs"] == needs
+        assert member["details"]["needs (outside the stack)"] == (", ".join(needs) or "nothing")
+        assert ("✗ needs" in member["hover"]) == bool(needs)
