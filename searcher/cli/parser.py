@@ -42,7 +42,28 @@ examples:
 
 
 class _Parser(argparse.ArgumentParser):
-    """argparse, but a usage error is one line with a hint, exit code 2."""
+    """argparse, but a usage error is one line with a hint, exit code 2; and adding an argument
+    does not import shutil.
+
+    ``add_argument`` makes a help formatter only to check the metavar against ``nargs``
+    (argparse.py ``_get_formatter()._format_args``), and a formatter made without a width asks
+    ``shutil.get_terminal_size`` for one: importing shutil (bz2, lzma) was ~5 ms of every cold
+    command. That check never reads the width, so it gets a fixed one; help, usage and error
+    text are formatted as before, at the terminal's width."""
+
+    _checking_metavar = False
+
+    def add_argument(self, *args: Any, **kwargs: Any) -> argparse.Action:
+        self._checking_metavar = True
+        try:
+            return super().add_argument(*args, **kwargs)
+        finally:
+            self._checking_metavar = False
+
+    def _get_formatter(self) -> argparse.HelpFormatter:
+        if self._checking_metavar:
+            return self.formatter_class(prog=self.prog, width=80)  # type: ignore[call-arg]
+        return super()._get_formatter()
 
     def error(self, message: str) -> NoReturn:
         from searcher.validate import one_line
@@ -77,7 +98,14 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version="fitplan 0.1.0")
     sub: Any = OnlyCommand(
-        parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser), command
+        parser.add_subparsers(
+            # prog given: argparse would format the usage to find it (a formatter, shutil)
+            dest="command",
+            metavar="COMMAND",
+            parser_class=_Parser,
+            prog=parser.prog,
+        ),
+        command,
     )
 
     p = sub.add_parser(
