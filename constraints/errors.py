@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Iterable
 
 
@@ -17,6 +16,8 @@ class FitplanError(ValueError):
 
 def closest(name: str, choices: Iterable[str], n: int = 3) -> list[str]:
     """The known names nearest to ``name`` (case-insensitive), for 'did you mean' hints."""
+    import difflib  # only on the error path: not part of every command's start
+
     pool = sorted(set(choices))
     lowered = {c.lower(): c for c in pool}
     hits = difflib.get_close_matches(name.lower(), list(lowered), n=n, cutoff=0.5)

@@ -10,8 +10,8 @@ from __future__ import annotations
 import argparse
 
 from constraints import limits as L
+from searcher.cli.only_command import Absorb
 from searcher.cli.stack import add_stack_arg
-from searcher.emitters import format_names
 from searcher.validate import integer
 
 LAUNCH_EXAMPLES = """\
@@ -25,6 +25,8 @@ examples:
 
 
 def _formats_help() -> str:
+    from searcher.emitters import format_names  # lists the formats' modules: only when shown
+
     return ", ".join(format_names())
 
 
@@ -49,6 +51,8 @@ def _common(g: argparse._ArgumentGroup, *, required: bool) -> None:
 
 def add_emit_args(p: argparse.ArgumentParser) -> None:
     """--emit and friends for ``fitplan search`` (the top pick, or --pick N)."""
+    if isinstance(p, Absorb):  # search is not this process's command
+        return
     g = p.add_argument_group("launch config (write the files that run a pick of the front)")
     _common(g, required=False)
     g.add_argument(
@@ -68,6 +72,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         epilog=LAUNCH_EXAMPLES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    if isinstance(p, Absorb):  # not this process's command: no need to list the formats
+        return
     p.add_argument(
         "plan", metavar="PLAN.json", help="a plan: one member of `fitplan search --json`"
     )

@@ -7,7 +7,6 @@ of the module is the name of the format. Listing the formats imports nothing hea
 from __future__ import annotations
 
 import importlib
-import pkgutil
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -18,6 +17,8 @@ FORMATS_DIR = Path(__file__).resolve().parent / "formats"
 
 
 def format_names() -> list[str]:
+    import pkgutil  # here: explain reads searcher.emitters.versions, never the format list
+
     return sorted(
         m.name for m in pkgutil.iter_modules([str(FORMATS_DIR)]) if not m.name.startswith("_")
     )
