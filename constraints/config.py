@@ -35,7 +35,7 @@ Method = Literal["full", "lora", "qlora"]
 METHODS: tuple[Method, ...] = ("full", "lora", "qlora")
 CHECKPOINTING = ("none", "selective", "full")
 ATTENTION = ("flash", "sdpa", "eager")
-LOSSES = ("standard", "chunked", "fused")
+LOSSES = ("standard", "chunked", "fused", "standard-held")
 OFFLOADS = ("none", "optimizer", "all")
 #: kernel stacks (constraints/kernels.py): PyTorch eager, torch.compile (inductor), Transformer
 #: Engine fused modules (Megatron / NeMo), Liger kernels (fused norm, SwiGLU, RoPE, linear-CE)
@@ -125,7 +125,8 @@ class TrainConfig(Record):
     grad_accum: int = bounded(1, ge=1, le=1_000_000)
     checkpointing: Literal["none", "selective", "full"] = "none"
     attention: Literal["flash", "sdpa", "eager"] = "flash"
-    loss: Literal["standard", "chunked", "fused"] = "standard"
+    #: standard-held: the training loop keeps the fp32 logits it gave the loss (constants.py)
+    loss: Literal["standard", "chunked", "fused", "standard-held"] = "standard"
     zero: int = bounded(0, ge=0, le=3)
     offload: Literal["none", "optimizer", "all"] = "none"
     tp: int = bounded(1, ge=1, le=1024)

@@ -34,3 +34,13 @@ def test_70b_full_shards_embedding_and_head_on_their_own() -> None:
 def test_405b_qlora_runs_without_cpu_offload() -> None:
     """README 'FSDP2 full shard, no CPU offload'; 405B_qlora.yaml: fsdp.cpu_offload False."""
     assert _cases()["tt-2409-8"].config.offload == "none"  # type: ignore[attr-defined]
+
+
+def test_rows_before_pr_1390_keep_the_loops_fp32_logits() -> None:
+    """recipes/*.py at fef3ed10d and 0217d44c2: ``logits = logits[..., :-1, :].contiguous()``
+    stays referenced through ``loss.backward()``; at 30b8519e8 (after PR #1390, 4fba6cd44) the
+    recipes shift the labels and ``del logits`` first."""
+    cases = _cases()
+    for row in ("tt-2404-2", "tt-2404-5", "tt-2405-1", "tt-2405-2", "tt-loratut-3"):
+        assert cases[row].config.loss == "standard-held", row  # type: ignore[attr-defined]
+    assert cases["tt-flags-2"].config.loss == "standard"  # type: ignore[attr-defined]
