@@ -13,7 +13,7 @@ from constraints import constants as C
 from constraints.backends import BACKEND_CODE
 from constraints.config import CODE, ConfigBatch
 from constraints.model_spec import ModelSpec
-from constraints.model_states import fsdp_working_params
+from constraints.model_states import fsdp_working_bytes
 
 Arrays = dict[str, np.ndarray]
 
@@ -151,12 +151,10 @@ def apply_backend(
         & (batch.weight_bytes >= 4)
         & (batch.compute_bytes < 4)
     )
-    mid, ends = fsdp_working_params(spec, batch)
-    weights["gathered_weights"] = np.where(
-        mp & (z == 3), mid * batch.compute_bytes / tp, weights["gathered_weights"]
-    )
+    mid, ends = fsdp_working_bytes(spec, batch, batch.compute_bytes, batch.compute_bytes)
+    weights["gathered_weights"] = np.where(mp & (z == 3), mid / tp, weights["gathered_weights"])
     weights["gathered_at_ends"] = np.where(
-        mp & (z == 3), (ends - mid) * batch.compute_bytes / tp, weights["gathered_at_ends"]
+        mp & (z == 3), (ends - mid) / tp, weights["gathered_at_ends"]
     )
     weights["autocast_weight_copies"] = np.where(mp, 0.0, weights["autocast_weight_copies"])
     weights["autocast_layer_copies"] = np.where(mp, 0.0, weights["autocast_layer_copies"])

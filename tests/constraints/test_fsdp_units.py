@@ -15,7 +15,7 @@ import numpy as np
 
 from constraints.config import ConfigBatch, TrainConfig
 from constraints.model_states import (
-    fsdp_working_params,
+    fsdp_working_bytes,
     model_share,
     trainable_params,
     weight_parts,
@@ -26,6 +26,7 @@ from searcher.truth.row_vocabulary import sharding_of
 LAYER = 2 * 8192**2 + 2 * 8192 * 1024 + 3 * 8192 * 28672 + 2 * 8192
 VOCAB_UNIT = 128256 * 8192
 NORM = 8192
+ONE = np.ones(1)  # one byte per parameter: the working set in parameters
 
 
 def _batch(**kw: object) -> tuple[object, ConfigBatch]:
@@ -41,14 +42,14 @@ def test_shapes_are_the_published_ones() -> None:
 
 def test_root_unit_holds_embedding_and_head_for_the_whole_step() -> None:
     spec, batch = _batch()
-    mid, ends = fsdp_working_params(spec, batch)  # type: ignore[arg-type]
+    mid, ends = fsdp_working_bytes(spec, batch, ONE, ONE)  # type: ignore[arg-type]
     assert mid[0] == 2 * LAYER + 2 * VOCAB_UNIT + NORM
     assert ends[0] == mid[0]
 
 
 def test_own_units_two_layers_mid_step_one_vocab_unit_at_the_ends() -> None:
     spec, batch = _batch(fsdp_embedding_units=True)
-    mid, ends = fsdp_working_params(spec, batch)  # type: ignore[arg-type]
+    mid, ends = fsdp_working_bytes(spec, batch, ONE, ONE)  # type: ignore[arg-type]
     assert mid[0] == 2 * LAYER + NORM
     assert ends[0] == LAYER + VOCAB_UNIT + NORM
 
@@ -86,3 +87,17 @@ def test_no_cpu_offload_is_not_an_offload() -> None:
     assert "offload" not in sharding_of("FSDP2 full shard, no CPU offload", 8)
     both = sharding_of("FSDP full shard + FSDP CPU offload of params/grads/optimizer", 8)
     assert both["offload"] == "all"
+
+
+def test_qlora_root_unit_is_16_bit() -> None:
+    """Under QLoRA only the layers' linears are NF4; the embedding and the head in the root stay
+    bf16 (2 bytes): moving them out of the root removes 2 x 128256 x 8192 x 2 B of the other
+    ranks' shards (7/8 of it on 8 GPUs) from the working set."""
+    spec = resolve_model("llama-3.1-70b")
+    base = TrainConfig(method="qlora", quant="nf4-dq", zero=3, dp=8, backend="fsdp2")
+    own = base.model_copy(update={"fsdp_embedding_units": True})
+    batch = ConfigBatch.from_configs([base, own])
+    p = trainable_params(spec, batch)
+    w = weight_parts(spec, batch, p, model_share(spec, batch))
+    moved = w["gathered_weights"][0] - w["gathered_weights"][1]
+    assert np.isclose(moved, 2 * VOCAB_UNIT * 2.0 * 7 / 8, rtol=1e-6)
