@@ -13,6 +13,7 @@ from constraints import constants as C
 from constraints.backends import BACKEND_CODE
 from constraints.config import CODE, ConfigBatch
 from constraints.model_spec import ModelSpec
+from constraints.model_states import fsdp_working_bytes
 
 Arrays = dict[str, np.ndarray]
 
@@ -108,6 +109,7 @@ def apply_backend(
     weights["gathered_weights"] = np.where(
         ds3, live * batch.weight_bytes / tp * (1.0 - 1.0 / dp), weights["gathered_weights"]
     )
+    weights["gathered_at_ends"] = np.where(ds3, 0.0, weights["gathered_at_ends"])
 
     # ---- FSDP2 / FSDP1: one unit's reduce-scatter. torch/distributed/fsdp/_fully_shard/
     # _fsdp_collectives.py foreach_reduce: the unit's unsharded gradients are copied into one
@@ -149,12 +151,11 @@ def apply_backend(
         & (batch.weight_bytes >= 4)
         & (batch.compute_bytes < 4)
     )
-    working_bf16 = (
-        (C.FSDP_LIVE_LAYERS * float(facts_largest_layer) + float(facts_non_layer))
-        * batch.compute_bytes
-        / tp
+    mid, ends = fsdp_working_bytes(spec, batch, batch.compute_bytes, batch.compute_bytes)
+    weights["gathered_weights"] = np.where(mp & (z == 3), mid / tp, weights["gathered_weights"])
+    weights["gathered_at_ends"] = np.where(
+        mp & (z == 3), (ends - mid) / tp, weights["gathered_at_ends"]
     )
-    weights["gathered_weights"] = np.where(mp & (z == 3), working_bf16, weights["gathered_weights"])
     weights["autocast_weight_copies"] = np.where(mp, 0.0, weights["autocast_weight_copies"])
     weights["autocast_layer_copies"] = np.where(mp, 0.0, weights["autocast_layer_copies"])
     grads["grad_buckets"] = np.where(fsdp & multi, 0.0, grads["grad_buckets"])

@@ -36,7 +36,7 @@ Method = Literal["full", "lora", "qlora"]
 METHODS: tuple[Method, ...] = ("full", "lora", "qlora")
 CHECKPOINTING = ("none", "selective", "full")
 ATTENTION = ("flash", "sdpa", "eager")
-LOSSES = ("standard", "chunked", "fused")
+LOSSES = ("standard", "chunked", "fused", "standard-held")
 OFFLOADS = ("none", "optimizer", "all")
 #: kernel stacks (constraints/kernels.py): PyTorch eager, torch.compile (inductor), Transformer
 #: Engine fused modules (Megatron / NeMo), Liger kernels (fused norm, SwiGLU, RoPE, linear-CE)
@@ -88,6 +88,7 @@ _BOOL_COLUMNS = (
     "compute_is_fp8",
     "autocast",
     "opt_in_bwd",
+    "embed_units",
     "tp_overlap",
     "expandable",
 )
@@ -125,13 +126,18 @@ class TrainConfig(Record):
     grad_accum: int = bounded(1, ge=1, le=1_000_000)
     checkpointing: Literal["none", "selective", "full"] = "none"
     attention: Literal["flash", "sdpa", "eager"] = "flash"
-    loss: Literal["standard", "chunked", "fused"] = "standard"
+    #: standard-held: the training loop keeps the fp32 logits it gave the loss (constants.py)
+    loss: Literal["standard", "chunked", "fused", "standard-held"] = "standard"
     zero: int = bounded(0, ge=0, le=3)
     offload: Literal["none", "optimizer", "all"] = "none"
     tp: int = bounded(1, ge=1, le=1024)
     pp: int = bounded(1, ge=1, le=1024)
     dp: int = bounded(1, ge=1, le=1_000_000)
     optimizer_in_backward: bool = False
+    #: FSDP wraps the embedding and the output head as units of their own (torchtune
+    #: custom_sharded_layers=['tok_embeddings', 'output']), gathered only while they run; False:
+    #: they sit in the root unit, which FSDP keeps unsharded for the whole step
+    fsdp_embedding_units: bool = False
     # ---- issue 11: the training framework (constraints/backends.py); None = inferred
     backend: Literal["single", "ddp", "deepspeed", "fsdp2", "fsdp1", "megatron"] | None = None
     # ---- speed knobs (issue 12): they change the step time, not the memory ----
@@ -297,6 +303,7 @@ class TrainConfig(Record):
             "pp": self.pp,
             "dp": self.dp,
             "opt_in_bwd": self.optimizer_in_backward,
+            "embed_units": self.fsdp_embedding_units,
             "compute": COMPUTE_NAMES.index(compute),
             "weight_override": DTYPE_NAMES.index(self.weight_dtype.lower())
             if self.weight_dtype
@@ -365,6 +372,7 @@ class ConfigBatch:
     pp: np.ndarray
     dp: np.ndarray
     opt_in_bwd: np.ndarray
+    embed_units: np.ndarray
     compute: np.ndarray
     weight_override: np.ndarray
     adapter_override: np.ndarray
@@ -422,6 +430,7 @@ class ConfigBatch:
             pp=int(self.pp[i]),
             dp=int(self.dp[i]),
             optimizer_in_backward=bool(self.opt_in_bwd[i]),
+            fsdp_embedding_units=bool(self.embed_units[i]),
             backend=BACKEND_NAMES[int(self.backend[i])],  # type: ignore[arg-type]
             kernels=KERNELS[int(self.kernels[i])],  # type: ignore[arg-type]
             fp8_recipe=FP8_RECIPES[int(self.fp8_recipe[i])],  # type: ignore[arg-type]

@@ -42,8 +42,9 @@ CUBLAS_WORKSPACE_OLDER = 8 * MiB + 128 * 1024
 #: 5.4 %, as the flat slack; an extra term for gradients freed and re-allocated every step fitted
 #: 0.14 + 0.08 × gradients and left one out at 5.2 % on the default-segment rows: not adopted.
 #: The rules' own round-up (allocator.rounding_slack) is < 2 MiB per tensor on these rows'
-#: shapes, so the fraction is fragmentation (order of requests), not rounding.
-ALLOCATOR_FRAGMENTATION_FRACTION = 0.16
+#: shapes, so the fraction is fragmentation (order of requests), not rounding. 0.16 -> 0.15 when
+#: the torchtune rows of Mar-Aug 2024 gained their held fp32 logits (loss "standard-held").
+ALLOCATOR_FRAGMENTATION_FRACTION = 0.15
 #: expandable_segments:True: ao-f8-1, titan-perf-1 (torchtitan runs, both Llama-3-8B FSDP2 on
 #: 8 × H100; two rows only: the weakest-supported constant here).
 ALLOCATOR_FRAGMENTATION_FRACTION_EXPANDABLE = 0.16
@@ -74,6 +75,16 @@ FSDP_LIVE_LAYERS = 2
 #: chunk and their fp32 log-softmax at the end of the loss forward: ~6.5;
 #: fused (Liger fused linear CE / Apple CCE): no vocabulary-sized tensor per token.
 LOSS_BYTES_PER_VOCAB = {"standard": 12.0, "chunked": 2.25, "fused": 0.0}
+
+#: "standard-held": the training loop keeps the fp32 logits it passed to the loss alive through
+#: the backward, one more fp32 entry per token per vocabulary entry beside the standard chain.
+#: torchtune's recipes from 01891fc4c / 65aec15c4 (March 2024) to PR #1390 (4fba6cd44, Aug
+#: 2024): the decoder returns ``self.output(h).float()`` and the loop runs ``logits =
+#: logits[..., :-1, :].contiguous(); logits = logits.transpose(1, 2); loss = loss_fn(logits,
+#: labels); loss.backward()``: the shifted fp32 copy stays referenced by ``logits`` while
+#: log_softmax's backward holds its output, the incoming gradient and its own (4 + 4 + 4 B).
+#: From PR #1390 on the recipes shift the labels instead and ``del logits`` before backward.
+LOSS_HELD_LOGITS_BYTES_PER_VOCAB = 4.0
 
 #: The logits' gradient in the compute dtype, which the output head's backward reads while the
 #: head's weight gradient is allocated (full fine-tuning), bytes per token per vocabulary entry.

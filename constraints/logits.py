@@ -20,6 +20,12 @@ def logits_bytes(spec: ModelSpec, batch: ConfigBatch, full_ft: np.ndarray) -> np
     per_vocab = np.select(
         [batch.loss == CODE["loss"][x] for x in ("standard", "chunked", "fused")],
         [C.LOSS_BYTES_PER_VOCAB[x] for x in ("standard", "chunked", "fused")],
+        C.LOSS_BYTES_PER_VOCAB["standard"],
+    )
+    # "standard-held": the loop's own fp32 logits, alive from the loss forward to the end of the
+    # head's backward (constants.LOSS_HELD_LOGITS_BYTES_PER_VOCAB)
+    held = np.where(
+        batch.loss == CODE["loss"]["standard-held"], C.LOSS_HELD_LOGITS_BYTES_PER_VOCAB, 0.0
     )
     fused = batch.loss == CODE["loss"]["fused"]
     fused_bytes = (
@@ -41,7 +47,10 @@ def logits_bytes(spec: ModelSpec, batch: ConfigBatch, full_ft: np.ndarray) -> np
     kbit = batch.is_lora & (batch.quant != CODE["quant"]["none"]) & (batch.adapter_bytes == 4)
     head_out_bytes = np.where(kbit & ~batch.autocast, C.FP32_BYTES, batch.compute_bytes)
     softcap = logits * head_out_bytes if spec.family == "gemma2" else np.zeros(len(batch))
-    standard = np.maximum(logits * per_vocab, logits * C.LOSS_GRAD_BYTES_PER_VOCAB + head_grad)
+    standard = (
+        np.maximum(logits * per_vocab, logits * C.LOSS_GRAD_BYTES_PER_VOCAB + head_grad)
+        + logits * held
+    )
     chunked = logits * per_vocab + head_grad
     is_chunked = batch.loss == CODE["loss"]["chunked"]
     return np.where(

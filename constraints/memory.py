@@ -170,7 +170,8 @@ def phase_parts(
         parts = {
             "base_weights": weights["base_weights"],
             "adapter_weights": weights["adapter_weights"],
-            "gathered_weights": weights["gathered_weights"],
+            "gathered_weights": weights["gathered_weights"]
+            + (weights["gathered_at_ends"] if phase in (0, 2, 5) else zeros),
             "dequant_buffer": weights["dequant_buffer"] if phase < 3 or end else zeros,
             "autocast_weight_copies": weights["autocast_weight_copies"]
             + (weights["autocast_layer_copies"] if phase == 1 else zeros)

@@ -173,6 +173,33 @@ def model_share(spec: ModelSpec, batch: ConfigBatch) -> np.ndarray:
     return np.where(pp > 1, (layer_params / pp + worst_stage_nonlayer) / P, 1.0) / tp
 
 
+def fsdp_working_bytes(
+    spec: ModelSpec, batch: ConfigBatch, layer_bytes: np.ndarray, other_bytes: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Bytes FSDP / ZeRO-3 holds unsharded, (in the middle of the step, at its ends: the loss
+    backward and the first layer's backward), for ``layer_bytes`` per decoder-layer parameter
+    and ``other_bytes`` per non-layer one (embedding, head, final norm: 16-bit under QLoRA,
+    where only the layers' linears are quantised).
+
+    Root unit (the default): the layer being computed and one prefetched (C.FSDP_LIVE_LAYERS)
+    plus every non-layer tensor, which the root keeps unsharded for the step (FSDP2
+    _fsdp_state.py: the root does not reshard after forward). With the embedding and the head
+    as units of their own (``fsdp_embedding_units``; torchtune full_finetune_distributed.py
+    shards ``custom_sharded_layers`` before the root, commit 30b8519e8): two layers in the
+    middle; at the loss backward the head's unit and the last layer (prefetched), at layer 0's
+    backward the layer and the embedding's unit (prefetched); the root keeps the final norm."""
+    f = model_facts(spec)
+    n = len(batch)
+    vocab_units = float(f.embedding + f.lm_head_params)
+    root = np.full(n, float(f.non_layer))
+    own = batch.embed_units & (vocab_units > 0)
+    layer = float(f.largest_layer) * layer_bytes
+    mid = C.FSDP_LIVE_LAYERS * layer + np.where(own, f.non_layer - vocab_units, root) * other_bytes
+    vocab_unit = max(f.embedding, f.lm_head_params) * other_bytes
+    ends = np.where(own, layer + vocab_unit + (f.non_layer - vocab_units) * other_bytes, mid)
+    return mid, ends
+
+
 def weight_parts(
     spec: ModelSpec, batch: ConfigBatch, p_train: np.ndarray, frac: np.ndarray
 ) -> Arrays:
@@ -200,9 +227,14 @@ def weight_parts(
     adapter_w = np.where(
         offload_all, 0.0, np.where(shard_w, adapter_unsharded / dp, adapter_unsharded)
     )
-    avg_w = base_unsharded / np.maximum(P * frac, 1.0)
-    working = (C.FSDP_LIVE_LAYERS * f.largest_layer + f.non_layer) * avg_w / tp
-    gathered = np.where(offload_all, working, np.where(shard_w, working * (1 - 1 / dp), 0.0))
+    # bytes per parameter of the decoder layers (quantised linears + 16-bit norms) and of the rest
+    other_w = np.where(is_q, b_rest, b_w)
+    layer_params = max(P - f.non_layer, 1.0)
+    layer_q = f.quantizable * q_bytes + (layer_params - f.quantizable) * b_rest + row_scales
+    layer_w = np.where(is_q, layer_q / layer_params, b_w)
+    mid, ends = fsdp_working_bytes(spec, batch, layer_w, other_w)
+    unsharded = np.where(offload_all, 1.0, np.where(shard_w, 1 - 1 / dp, 0.0)) / tp
+    gathered = mid * unsharded
     dequant = np.where(is_q, f.largest_linear * C.DEQUANT_BYTES_PER_WEIGHT / tp, 0.0)
     autocast_copies, layer_copies = _autocast_copies(spec, batch, frac)
     # host RAM under full offload: every weight, sharded like the GPU copy would be
@@ -217,6 +249,7 @@ def weight_parts(
         "base_weights": base_w,
         "adapter_weights": adapter_w,
         "gathered_weights": gathered,
+        "gathered_at_ends": (ends - mid) * unsharded,
         "dequant_buffer": dequant,
         "autocast_weight_copies": autocast_copies,
         "autocast_layer_copies": layer_copies,

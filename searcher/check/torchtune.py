@@ -153,10 +153,21 @@ def read_torchtune(doc: Document) -> Reading:
         "shuffle",
         "epochs",
         "max_steps_per_epoch",
-        "custom_sharded_layers",
     ):
         if key in d:
             r.ignore(doc, key, "not memory-relevant")
+    # full_finetune_distributed.py shards these modules as FSDP units before the root: the
+    # embedding and the head are then gathered only while they run
+    own_units = set(get(d, "custom_sharded_layers", []) or [])
+    if {"tok_embeddings", "output"} <= own_units:
+        r.fields["fsdp_embedding_units"] = True
+        r.read(doc, "custom_sharded_layers", "fsdp_embedding_units")
+    elif own_units:
+        r.unmapped(
+            doc,
+            "custom_sharded_layers",
+            "only part of the embedding and head sharded on their own: counted in the root unit",
+        )
     r.writer = write_torchtune
     return r
 

@@ -52,6 +52,12 @@ def add_speed_args(g: Any) -> None:
         help="PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (torchtitan sets it): the "
         "allocator's fragmentation as fitted for that mode; emitted launch files set it",
     )
+    g.add_argument(
+        "--fsdp-embedding-units",
+        action="store_true",
+        help="FSDP shards the embedding and the head as units of their own (torchtune "
+        "custom_sharded_layers): gathered only while they run, not held in the root unit",
+    )
 
 
 def add_topology_args(p: argparse.ArgumentParser) -> None:

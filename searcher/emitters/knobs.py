@@ -27,6 +27,8 @@ SPEED_KNOBS: dict[str, str] = {
     "torchtitan layers describe measured runs)",
     "attention_kernel": "fa2 only (plans run FlashAttention-2 through flash-attn 2 / SDPA; fa1 "
     "describes measured runs)",
+    "fsdp_embedding_units": "off only (the embedding and head stay in FSDP's root unit; "
+    "torchtune's custom_sharded_layers describes measured runs, which `fitplan check` reads)",
     # not a speed knob but emitted by every format the same way: the allocator's mode
     "expandable_segments": "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True in the launch "
     "environment (train.py / the launch script / the launch command)",
@@ -37,6 +39,7 @@ _SPEED_DEFAULTS = {
     "tp_comm_overlap": False,
     "model_code": "hf",
     "attention_kernel": "fa2",
+    "fsdp_embedding_units": False,
 }
 
 
@@ -46,5 +49,13 @@ def refuse_speed_knobs(fmt: str, cfg: TrainConfig) -> None:
         value = getattr(cfg, knob)
         if value != default and not (knob == "fp8_recipe" and cfg.compute_dtype != "fp8"):
             raise refuse(fmt, knob, value, "fitplan does not emit it yet", f"plan with {default}")
+    if cfg.loss == "standard-held":
+        raise refuse(
+            fmt,
+            "loss",
+            cfg.loss,
+            "it describes torchtune loops of 2024 that keep the fp32 logits through backward",
+            "plan with standard",
+        )
     if cfg.virtual_stages != 1:
         raise refuse(fmt, "virtual_stages", cfg.virtual_stages, "fitplan does not emit it yet")

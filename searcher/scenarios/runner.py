@@ -37,6 +37,7 @@ from searcher.scenarios.cases import (
     lookup,
     model_of,
 )
+from searcher.scenarios.checks import check_case
 
 
 class ScenarioFile(BaseModel):
@@ -193,6 +194,13 @@ def load_file(path: str | Path) -> ScenarioFile:
             raise FitplanError(f"{p}: {excerpt(loc, 80)[1:-1]}: {first['msg']}") from None
         raise
     check_models(scenario.cases, p)  # before any case runs
+    for case in scenario.cases:
+        if case.kind not in KINDS:
+            raise FitplanError(
+                f"{p}: case {excerpt(case.name, 80)}: unknown kind {excerpt(case.kind, 40)}",
+                f"known: {', '.join(KINDS)}",
+            )
+        check_case(case, p)
     return scenario
 
 

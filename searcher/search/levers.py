@@ -60,6 +60,7 @@ FLAG_OF_FIELD: dict[str, str] = {
     "model_code": "--model-code",
     "attention_kernel": "--attention-kernel",
     "expandable_segments": "--expandable-segments",
+    "fsdp_embedding_units": "--fsdp-embedding-units",
 }
 
 #: (field, value) pairs the CLI has a shorter switch for (``--fused-ce`` = ``--loss fused``).

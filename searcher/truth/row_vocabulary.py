@@ -266,7 +266,9 @@ def sharding_of(text: str, gpus: int) -> dict[str, Any]:
         fields["zero"] = 1
     elif "fsdp" in low and gpus > 1:  # FSDP / FSDP2 default: full shard (reshard_after_forward)
         fields["zero"] = 3
-    if "offload" in low and "activation" not in low:
+    # "..., no CPU offload" names the setting it does not use
+    offloads = "offload" in low and not re.search(r"\bno (cpu )?offload", low)
+    if offloads and "activation" not in low:
         fields["offload"] = "all" if ("param" in low or "zero-3" in low) else "optimizer"
         fields.setdefault("zero", 3 if fields["offload"] == "all" else 2)
     # the framework that shards (constraints/data/backends.json): its buffers differ

@@ -407,3 +407,23 @@ def test_trainer_defaults_fill_what_the_file_leaves_out(tmp_path, capsys):
         "adamw",
     )
     assert c["recipe"] == "fp32"
+
+
+def test_torchtune_custom_sharded_layers(capsys):
+    """recipes/configs/llama3_1/70B_full.yaml at pytorch/torchtune 30b8519e8 (copied as is):
+    ``custom_sharded_layers: ['tok_embeddings', 'output']`` and ``fsdp_cpu_offload: True``."""
+    _code, out = run_json(
+        capsys,
+        str(DATA / "torchtune-70B-full.yaml"),
+        "--gpu",
+        "a100-80gb",
+        "--gpus",
+        "8",
+        "--seq-len",
+        "2048",
+    )
+    c = out["config"]
+    assert out["model"]["id"] == "llama-3.1-70b"  # llama3_1_70b
+    assert c["fsdp_embedding_units"] is True and c["offload"] == "all"
+    keys = {u["key"]: u["status"] for u in out["keys"]}
+    assert keys["custom_sharded_layers"] == "read"

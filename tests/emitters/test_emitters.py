@@ -103,6 +103,13 @@ PLANS: dict[str, dict[str, Any]] = {
         method="qlora", quant="int8", recipe="bf16-torch", adapter_dtype="fp32"
     ),
     "fp8": dict(method="full", recipe="bf16-master", compute_dtype="fp8"),
+    # knobs that describe measured torchtune runs (constraints/config.py): refused by every format
+    "z3-embedding-units": dict(
+        method="full", recipe="bf16-torch", zero=3, offload="all", dp=8, fsdp_embedding_units=True
+    ),
+    "z3-held-logits": dict(
+        method="full", recipe="bf16-torch", zero=3, offload="all", dp=8, loss="standard-held"
+    ),
 }
 
 # (plan, format) -> the knob the refusal names (the first one checked). Every other pair emits.
@@ -140,6 +147,8 @@ REFUSE: dict[tuple[str, str], str] = {
     ("lora-int8-fp32-adapters", "deepspeed"): DS_BF16_TORCH_AT_ZERO_0,
     ("lora-int8-fp32-adapters", "torchtune"): "quant",
     **{("fp8", f): "compute_dtype" for f in FORMATS},
+    **{("z3-embedding-units", f): "fsdp_embedding_units" for f in FORMATS},
+    **{("z3-held-logits", f): "loss" for f in FORMATS},
 }
 
 
