@@ -31,7 +31,7 @@ import importlib
 from typing import Any
 
 _EXPORTS = {
-    "ConfigBatch": "constraints.config",
+    "ConfigBatch": "constraints.config_batch",
     "TrainConfig": "constraints.config",
     "Explanation": "constraints.breakdown",
     "MemoryBreakdown": "constraints.breakdown",

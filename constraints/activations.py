@@ -16,7 +16,8 @@ from constraints.activation_coefficients import (
     layer_bytes_per_token,
 )
 from constraints.attention_transients import backward_transient_bytes, forward_transient_bytes
-from constraints.config import CODE, ConfigBatch
+from constraints.config import CODE
+from constraints.config_batch import ConfigBatch
 from constraints.model_spec import ModelSpec
 from constraints.model_states import model_facts
 from constraints.parallel_activations import op_sac_elements, per_op_sac, sequence_parallel

@@ -53,7 +53,8 @@ from __future__ import annotations
 import numpy as np
 
 from constraints import constants as C
-from constraints.config import CODE, ConfigBatch
+from constraints.config import CODE
+from constraints.config_batch import ConfigBatch
 from constraints.model_spec import ModelSpec
 from constraints.saved_tensors import HF_FP32_SOFTMAX
 

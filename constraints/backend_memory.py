@@ -11,7 +11,8 @@ import numpy as np
 
 from constraints import constants as C
 from constraints.backends import BACKEND_CODE
-from constraints.config import CODE, ConfigBatch
+from constraints.config import CODE
+from constraints.config_batch import ConfigBatch
 from constraints.model_spec import ModelSpec
 from constraints.model_states import fsdp_working_bytes
 

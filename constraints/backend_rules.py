@@ -7,7 +7,8 @@ from typing import Any
 import numpy as np
 
 from constraints.backends import BACKEND_CODE, BACKEND_NAMES, table
-from constraints.config import LOSSES, METHODS, OFFLOADS, OPTIMIZER_NAMES, RECIPE_NAMES, ConfigBatch
+from constraints.config import LOSSES, METHODS, OFFLOADS, OPTIMIZER_NAMES, RECIPE_NAMES
+from constraints.config_batch import ConfigBatch
 
 #: the layout-independent columns :func:`runnable_mask` reads (the rest it reads are layout
 #: columns: backend, tp, pp, dp, zero, offload). A search evaluates the rule once per distinct

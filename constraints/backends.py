@@ -2,7 +2,7 @@
 
 The capability table is data (``constraints/data/backends.json``, each entry naming the framework
 source it follows). :func:`constraints.backend_rules.runnable_mask` turns it into a vectorised rule over a
-:class:`~constraints.config.ConfigBatch`; :func:`constraints.backend_memory.apply_backend` replaces the generic gradient,
+:class:`~constraints.config_batch.ConfigBatch`; :func:`constraints.backend_memory.apply_backend` replaces the generic gradient,
 bucket and optimizer terms of :mod:`constraints.model_states` with what each backend allocates.
 """
 

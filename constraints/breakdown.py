@@ -15,7 +15,8 @@ from typing import TypeVar
 import numpy as np
 
 from constraints import constants as C
-from constraints.config import ConfigBatch, TrainConfig
+from constraints.config import TrainConfig
+from constraints.config_batch import ConfigBatch
 from constraints.cuda_context import context_bytes
 from constraints.errors import FitplanError
 from constraints.frozen import frozen

@@ -12,7 +12,8 @@ from __future__ import annotations
 import numpy as np
 
 from constraints.backend_rules import runnable_mask
-from constraints.config import CODE, ConfigBatch
+from constraints.config import CODE
+from constraints.config_batch import ConfigBatch
 from constraints.gpus import GpuSpec
 from constraints.models import ModelSpec
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 
 from constraints import constants as C
-from constraints.config import CODE, ConfigBatch
+from constraints.config import CODE
+from constraints.config_batch import ConfigBatch
 from constraints.model_spec import ModelSpec
 from constraints.model_states import model_facts
 

@@ -30,7 +30,7 @@ from constraints import constants as C
 from constraints.activations import activation_arrays
 from constraints.allocator import allocator_slack
 from constraints.backend_memory import apply_backend
-from constraints.config import ConfigBatch
+from constraints.config_batch import ConfigBatch
 from constraints.cuda_context import context_bytes
 from constraints.gpus import GpuSpec
 from constraints.logits import logits_bytes

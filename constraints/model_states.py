@@ -19,7 +19,8 @@ import numpy as np
 
 from constraints import constants as C
 from constraints.backends import BACKEND_CODE
-from constraints.config import CODE, OPTIMIZER_NAMES, QUANT_NAMES, ConfigBatch
+from constraints.config import CODE, OPTIMIZER_NAMES, QUANT_NAMES
+from constraints.config_batch import ConfigBatch
 from constraints.errors import FitplanError
 from constraints.frozen import frozen
 from constraints.lora_targets import fused_expert_lora_extra

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from constraints.config import CODE, ConfigBatch
+from constraints.config import CODE
+from constraints.config_batch import ConfigBatch
 from constraints.gpus import GpuSpec
 from constraints.throughput_constants import (
     CPU_ADAM_PARAMS_PER_S,

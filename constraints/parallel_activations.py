@@ -7,7 +7,7 @@ from functools import cache
 
 import numpy as np
 
-from constraints.config import ConfigBatch
+from constraints.config_batch import ConfigBatch
 from constraints.model_spec import ModelSpec
 from constraints.params import ParamGroup, inventory
 

@@ -28,7 +28,8 @@ from functools import cache
 import numpy as np
 
 from constraints.collectives import collective_seconds, intra_node_bandwidth, nvlink_domain_size
-from constraints.config import CODE, ConfigBatch
+from constraints.config import CODE
+from constraints.config_batch import ConfigBatch
 from constraints.dequant import dequant_bytes_per_weight, dequant_launches
 from constraints.eager_traffic import eager_elementwise_factors, eager_recompute_shares
 from constraints.fp8 import fp8_column

@@ -295,7 +295,7 @@ def refuse_unrunnable_layout(args: argparse.Namespace, spec, cfg) -> None:
     the heads, a ZeRO stage the backend lacks, ...), and speed flags that change nothing in this
     layout: refused before any work. What the card cannot run (bf16 before Ampere, fp8 before
     Ada) stays part of the answer: explain says "cannot run" and exits 1."""
-    from constraints.config import ConfigBatch
+    from constraints.config_batch import ConfigBatch
     from constraints.hardware import LAYOUT_RULES, describe, hardware_mask
 
     mask = int(hardware_mask(spec, ConfigBatch.from_configs([cfg]), None)[0]) & LAYOUT_RULES

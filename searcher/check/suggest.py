@@ -13,7 +13,8 @@ from collections.abc import Callable
 from itertools import combinations
 from typing import Any
 
-from constraints.config import ConfigBatch, TrainConfig
+from constraints.config import TrainConfig
+from constraints.config_batch import ConfigBatch
 from constraints.errors import FitplanError
 from constraints.frozen import frozen
 from constraints.gpus import GpuSpec

@@ -15,7 +15,8 @@ from dataclasses import dataclass, fields
 
 import numpy as np
 
-from constraints.config import CODE, ConfigBatch
+from constraints.config import CODE
+from constraints.config_batch import ConfigBatch
 from constraints.hardware import hardware_mask
 from constraints.memory import memory_arrays
 from constraints.throughput import throughput_arrays

@@ -22,7 +22,8 @@ from typing import Any
 import numpy as np
 
 from constraints.backends import BACKEND_CODE
-from constraints.config import CODE, COLUMN_DTYPES, ConfigBatch
+from constraints.config import CODE, COLUMN_DTYPES
+from constraints.config_batch import ConfigBatch
 from searcher.search.space import SearchProblem, checked_layout_rows, pair_ok, static_variants
 
 #: the row columns, in the order the layout rows carry them

@@ -17,7 +17,8 @@ from collections.abc import Callable
 from typing import Any
 
 from constraints.breakdown import Explanation, MemoryBreakdown, breakdown_of, explain, verdict_of
-from constraints.config import ConfigBatch, TrainConfig
+from constraints.config import TrainConfig
+from constraints.config_batch import ConfigBatch
 from constraints.constants import DEFAULT_HEADROOM
 from constraints.errors import FitplanError
 from constraints.frozen import frozen

@@ -19,7 +19,8 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from constraints.config import ConfigBatch, TrainConfig
+from constraints.config import TrainConfig
+from constraints.config_batch import ConfigBatch
 from constraints.errors import FitplanError
 from searcher.search.evaluate import Evaluation, concat, evaluate
 from searcher.search.factors import grid

@@ -162,7 +162,7 @@ def autotune(args: argparse.Namespace) -> AutotuneResult:
 
     warnings.filterwarnings("ignore", category=FutureWarning)
     from constraints.breakdown import breakdown_of
-    from constraints.config import ConfigBatch
+    from constraints.config_batch import ConfigBatch
     from constraints.throughput import throughput_arrays
     from searcher.truth.training_setup import detected_gpu, pick_device
 

@@ -168,7 +168,7 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
         "cuda_context": e.breakdown.cuda_context,
     }
     if device == "cuda":
-        from constraints.config import ConfigBatch
+        from constraints.config_batch import ConfigBatch
         from constraints.throughput import throughput_arrays
 
         t = throughput_arrays(spec, ConfigBatch.from_configs([cfg]), gpu)

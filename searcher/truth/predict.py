@@ -75,7 +75,7 @@ def predict_throughput(cases: Sequence[ThroughputCase], **constants: Any) -> lis
     """Tokens/s per GPU of each case; ``constants`` override ETA_GEMM etc. (for the fit)."""
     import numpy as np
 
-    from constraints.config import ConfigBatch
+    from constraints.config_batch import ConfigBatch
     from constraints.memory import memory_arrays
     from constraints.throughput import throughput_arrays
 

@@ -8,7 +8,8 @@ from __future__ import annotations
 import numpy as np
 
 from constraints.activations import activation_coefficients
-from constraints.config import ConfigBatch, TrainConfig
+from constraints.config import TrainConfig
+from constraints.config_batch import ConfigBatch
 from constraints.gpus import resolve_gpu
 from constraints.memory import memory_arrays
 from constraints.models import spec_from_hf_config

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from constraints.config import ConfigBatch, TrainConfig
+from constraints.config import TrainConfig
+from constraints.config_batch import ConfigBatch
 from constraints.errors import FitplanError
 from constraints.gpus import resolve_gpu
 from constraints.models import catalog_model

@@ -17,15 +17,8 @@ import pytest
 from constraints.backend_rules import runnable_mask
 from constraints.backends import BACKEND_NAMES, searched_by_default, table
 from constraints.breakdown import breakdown_of, explain
-from constraints.config import (
-    LOSSES,
-    METHODS,
-    OFFLOADS,
-    OPTIMIZER_NAMES,
-    RECIPE_NAMES,
-    ConfigBatch,
-    TrainConfig,
-)
+from constraints.config import LOSSES, METHODS, OFFLOADS, OPTIMIZER_NAMES, RECIPE_NAMES, TrainConfig
+from constraints.config_batch import ConfigBatch
 from constraints.errors import FitplanError
 from constraints.gpus import resolve_gpu
 from constraints.models import resolve_model

@@ -82,7 +82,7 @@ def test_gptq_keeps_every_dequantised_weight_saved_without_checkpointing() -> No
     linear. Llama-3.1-8B by hand (config.json): 32 layers × (2·4096² + 2·4096·1024 + 3·4096·14336)
     = 6,979,321,856 weights, × 2 B."""
     from constraints.activations import activation_arrays
-    from constraints.config import ConfigBatch
+    from constraints.config_batch import ConfigBatch
 
     spec = catalog_model("llama-3.1-8b")
     saved = {}

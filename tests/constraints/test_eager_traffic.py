@@ -14,7 +14,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from constraints.config import MODEL_CODES, ConfigBatch, TrainConfig
+from constraints.config import MODEL_CODES, TrainConfig
+from constraints.config_batch import ConfigBatch
 from constraints.eager_traffic import (
     eager_elementwise_factors,
     eager_recompute_shares,

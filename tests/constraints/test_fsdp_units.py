@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from constraints.config import ConfigBatch, TrainConfig
+from constraints.config import TrainConfig
+from constraints.config_batch import ConfigBatch
 from constraints.model_states import (
     fsdp_working_bytes,
     model_share,

@@ -11,7 +11,8 @@ reference (transformers' loss, torchtune from PR #1390) the first one is gone: 1
 
 from __future__ import annotations
 
-from constraints.config import ConfigBatch, TrainConfig
+from constraints.config import TrainConfig
+from constraints.config_batch import ConfigBatch
 from constraints.logits import logits_bytes
 from constraints.models import resolve_model
 

@@ -6,7 +6,8 @@ import csv
 
 import pytest
 
-from constraints.config import ConfigBatch, TrainConfig
+from constraints.config import TrainConfig
+from constraints.config_batch import ConfigBatch
 from constraints.gpus import gpu_catalog, resolve_gpu
 from constraints.matmul_ceiling import _DATA, gemm_ceiling_scale, matmul_ceiling_share
 from constraints.models import resolve_model

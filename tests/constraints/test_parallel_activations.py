@@ -12,7 +12,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from constraints.config import ConfigBatch, TrainConfig
+from constraints.config import TrainConfig
+from constraints.config_batch import ConfigBatch
 from constraints.gpus import resolve_gpu
 from constraints.memory import memory_arrays
 from constraints.models import catalog_model, spec_from_hf_config

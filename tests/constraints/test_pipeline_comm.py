@@ -10,7 +10,8 @@ from __future__ import annotations
 import pytest
 
 from constraints.collectives import intra_node_bandwidth
-from constraints.config import ConfigBatch, TrainConfig
+from constraints.config import TrainConfig
+from constraints.config_batch import ConfigBatch
 from constraints.gpus import resolve_gpu
 from constraints.models import catalog_model
 from constraints.throughput import throughput_arrays

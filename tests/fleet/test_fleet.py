@@ -221,7 +221,8 @@ def test_sizes_from_the_chain_pack_whenever_their_sum_fits(
 
 
 def test_communication_uses_the_inter_node_bandwidth_across_nodes() -> None:
-    from constraints.config import ConfigBatch, TrainConfig
+    from constraints.config import TrainConfig
+    from constraints.config_batch import ConfigBatch
     from constraints.gpus import resolve_gpu
     from constraints.models import resolve_model
     from constraints.throughput import throughput_arrays

@@ -8,7 +8,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from constraints.breakdown import explain
-from constraints.config import ConfigBatch
+from constraints.config_batch import ConfigBatch
 from constraints.gpus import resolve_gpu
 from constraints.models import resolve_model
 from searcher.search.evaluate import evaluate
