@@ -68,6 +68,8 @@ def memory_case(row: dict[str, str], extra: dict[str, Any] | None = None) -> Mem
         return map_memory_row(row, ov, assumptions)
     except FitplanError as err:
         return MemoryCase(row_id, source, excluded=str(err))
+    except (KeyError, ValueError) as err:  # as a throughput row: a cell that is not a value
+        return MemoryCase(row_id, source, excluded=f"missing or bad column: {err}")
 
 
 def map_memory_row(row: dict[str, str], ov: dict[str, Any], assumptions: list[str]) -> MemoryCase:

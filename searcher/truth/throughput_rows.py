@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Iterable
 from pathlib import Path
@@ -226,10 +227,15 @@ def model_code_of(row: dict[str, str]) -> str:
 
 def _measured_tokens_per_gpu(row: dict[str, str], spec: ModelSpec) -> float:
     if row.get("tokens_per_sec_per_gpu"):
-        return float(row["tokens_per_sec_per_gpu"])
-    if row.get("tokens_per_sec_total"):
-        return float(row["tokens_per_sec_total"]) / int(row["gpu_count"])
-    raise FitplanError("no measured tokens/s")
+        column, tokens = "tokens_per_sec_per_gpu", float(row["tokens_per_sec_per_gpu"])
+    elif row.get("tokens_per_sec_total"):
+        column = "tokens_per_sec_total"
+        tokens = float(row["tokens_per_sec_total"]) / int(row["gpu_count"])
+    else:
+        raise FitplanError("no measured tokens/s")
+    if not math.isfinite(tokens) or tokens <= 0:
+        raise FitplanError(f"{column} must be a positive number of tokens/s, got {row[column]!r}")
+    return tokens
 
 
 def load_throughput_cases(paths: Iterable[str | Path] | None = None) -> list[ThroughputCase]:
