@@ -7,15 +7,14 @@ import dataclasses
 import subprocess
 import sys
 
-import numpy as np
 import pytest
+from front_brute_force import assert_front_by_brute_force
 
 from constraints.config import TrainConfig
 from constraints.errors import FitplanError
 from constraints.gpus import resolve_gpu
 from constraints.models import resolve_model
 from searcher.search import stack as S
-from searcher.search.pareto import dominates
 from searcher.search.run import run_search
 from searcher.search.space import SearchProblem, knob_values
 from searcher.search.stack_front import run_stack_search
@@ -146,28 +145,9 @@ def test_the_front_is_the_four_objective_front_by_brute_force() -> None:
     stack: frozenset[str] = frozenset()
     result = run_stack_search(problem(stack), ExhaustiveStrategy())
     assert result.front and any(result.stack_missing) and not all(result.stack_missing)
-    # every feasible configuration of both spaces, with its 4 objectives
-    rows: list[tuple[TrainConfig, np.ndarray]] = []
-    for space in (problem(None), problem(stack)):
-        ev = run_search(space, ExhaustiveStrategy(), keep_evaluation=True).evaluation
-        assert ev is not None
-        obj = ev.objectives()
-        for i in np.flatnonzero(ev.feasible):
-            cfg = ev.batch.config(int(i))
-            outside = 1.0 if S.missing_for(cfg, stack) else 0.0
-            rows.append((cfg, np.append(obj[i], outside)))
-    points = np.array([r[1] for r in rows])
-    by_config = {cfg: vec for cfg, vec in rows}
-    members = np.array([by_config[m.config] for m in result.front])
-    # sound: no member is dominated by any configuration
-    for vec in members:
-        assert not np.any(np.all(points <= vec, axis=1) & np.any(points < vec, axis=1)), vec
-    # complete: every non-dominated objective vector has a member
-    shown = {tuple(v) for v in members}
-    for vec in {tuple(p) for p in points}:
-        v = np.array(vec)
-        if not any(dominates(p, v) for p in points):
-            assert vec in shown, vec
+    assert_front_by_brute_force(
+        result, (problem(None), problem(stack)), lambda c: bool(S.missing_for(c, stack))
+    )
     # marks agree with the configurations, and the default pick runs with the stack
     for m, missing in zip(result.front, result.stack_missing, strict=True):
         assert missing == S.missing_for(m.config, stack)

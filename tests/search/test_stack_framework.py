@@ -8,14 +8,13 @@ is torch SDPA, and its low-memory configs name ``bitsandbytes.optim.PagedAdamW8b
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
+from front_brute_force import assert_front_by_brute_force
 
 from constraints.config import TrainConfig
 from constraints.gpus import resolve_gpu
 from constraints.models import resolve_model
 from searcher.search import stack as S
-from searcher.search.pareto import dominates
 from searcher.search.run import run_search
 from searcher.search.space import SearchProblem, knob_values
 from searcher.search.stack_front import run_stack_search
@@ -99,21 +98,7 @@ def test_without_torchao_every_torchtune_plan_is_marked() -> None:
 def test_the_torchtune_front_is_the_four_objective_front_by_brute_force() -> None:
     stack = frozenset({"torchao"})
     result = run_stack_search(problem(stack, S.TORCHTUNE), ExhaustiveStrategy())
-    rows: list[tuple[TrainConfig, np.ndarray]] = []
-    for space in (problem(None, S.TORCHTUNE), problem(stack, S.TORCHTUNE)):
-        ev = run_search(space, ExhaustiveStrategy(), keep_evaluation=True).evaluation
-        assert ev is not None
-        obj = ev.objectives()
-        for i in np.flatnonzero(ev.feasible):
-            cfg = ev.batch.config(int(i))
-            outside = 1.0 if S.missing_for(cfg, stack, S.TORCHTUNE) else 0.0
-            rows.append((cfg, np.append(obj[i], outside)))
-    points = np.array([r[1] for r in rows])
-    by_config = {cfg: vec for cfg, vec in rows}
-    members = np.array([by_config[m.config] for m in result.front])
-    for vec in members:
-        assert not np.any(np.all(points <= vec, axis=1) & np.any(points < vec, axis=1)), vec
-    shown = {tuple(v) for v in members}
-    for vec in {tuple(p) for p in points}:
-        if not any(dominates(p, np.array(vec)) for p in points):
-            assert vec in shown, vec
+    spaces = (problem(None, S.TORCHTUNE), problem(stack, S.TORCHTUNE))
+    assert_front_by_brute_force(
+        result, spaces, lambda c: bool(S.missing_for(c, stack, S.TORCHTUNE))
+    )
