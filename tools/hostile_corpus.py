@@ -664,6 +664,23 @@ add(
     {"a.yaml": {"text": AX + "sequence_len: [1, 2]\n"}},
 )
 add(
+    "check-axolotl-mapping-rank",
+    ["check", "{tmp}/a.yaml", *G],
+    "lora_r must be a whole number, got a mapping",
+    {"a.yaml": {"text": AX + "adapter: lora\nlora_r:\n  a: 1\n"}},
+)
+add(
+    "check-llamafactory-mapping-dropout",
+    ["check", "{tmp}/a.yaml", *G],
+    "lora_dropout must be a probability from 0 to below 1, got a mapping",
+    {
+        "a.yaml": {
+            "text": "model_name_or_path: meta-llama/Meta-Llama-3-8B-Instruct\n"
+            "stage: sft\nfinetuning_type: lora\nlora_dropout:\n  p: 0.1\n"
+        }
+    },
+)
+add(
     "check-axolotl-neg-rank",
     ["check", "{tmp}/a.yaml", *G],
     "lora_r -16 must be positive",

@@ -45,6 +45,7 @@ def check_values(doc: Document) -> None:
     if not isinstance(doc.data, dict):
         return
     for dotted, value in flat_keys(doc.data).items():
+        _refuse_mapping_under_number_key(doc, dotted)
         key = dotted.rsplit(".", 1)[-1]
         if key == "r" and dotted == "r" and "peft_type" in doc.data:
             key = "lora_r"  # a PEFT adapter_config.json names the rank r
@@ -56,6 +57,20 @@ def check_values(doc: Document) -> None:
             _whole(doc, dotted, value, key)
         elif key in FRACTION_KEYS:
             _fraction(doc, dotted, value)
+
+
+def _refuse_mapping_under_number_key(doc: Document, dotted: str) -> None:
+    """A count or fraction key holding a mapping (``lora_rank: {a: 1}``) is flattened into its
+    children by :func:`flat_keys`; refuse it by the key the number belongs to."""
+    parts = dotted.split(".")
+    for i, key in enumerate(parts[:-1]):
+        if key in COUNT_KEYS or key in FRACTION_KEYS:
+            parent = ".".join(parts[: i + 1])
+            kind = "a probability from 0 to below 1" if key in FRACTION_KEYS else "a whole number"
+            raise FitplanError(
+                f"{_where(doc, parent)}: {parent} must be {kind}, got a mapping "
+                f"{excerpt(get(doc.data, parent))}"
+            )
 
 
 def _where(doc: Document, dotted: str) -> str:
