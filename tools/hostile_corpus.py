@@ -741,6 +741,22 @@ add(
     {"tt.yaml": {"text": TT + "  lora_rank: 8\nbatch_size: -1\n"}},
 )
 add(
+    "check-torchtune-attn-modules-number",
+    ["check", "{tmp}/tt.yaml", *G],
+    "model.lora_attn_modules must be a list of module names",
+    {"tt.yaml": {"text": TT + "  lora_rank: 8\n  lora_attn_modules: 2\nbatch_size: 2\n"}},
+)
+add(
+    "check-torchtune-sharded-layers-nested",
+    ["check", "{tmp}/tt.yaml", *G],
+    "custom_sharded_layers must be a list of module names",
+    {
+        "tt.yaml": {
+            "text": TT + "  lora_rank: 8\nbatch_size: 2\ncustom_sharded_layers:\n- [output]\n"
+        }
+    },
+)
+add(
     "check-peft-r-text",
     ["check", "{tmp}/adapter_config.json", *G],
     "must be a whole number",

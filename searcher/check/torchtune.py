@@ -13,7 +13,7 @@ from typing import Any
 
 from searcher.check.doc import DELETE, Document, get
 from searcher.check.reading import Edit, Reading
-from searcher.check.values import section
+from searcher.check.values import name_list, section
 
 LOSSES = {
     "torch.nn.CrossEntropyLoss": "standard",
@@ -67,7 +67,7 @@ def read_torchtune(doc: Document) -> Reading:
         if get(d, "model.lora_dropout") is not None:
             r.fields["lora_dropout"] = float(get(d, "model.lora_dropout"))
             r.read(doc, "model.lora_dropout", "lora_dropout")
-        attn = [TT_TO_HF.get(m, m) for m in get(d, "model.lora_attn_modules", []) or []]
+        attn = [TT_TO_HF.get(m, m) for m in name_list(doc, "model.lora_attn_modules")]
         mlp = MLP if get(d, "model.apply_lora_to_mlp") else []
         targets = attn + mlp
         if sorted(targets) == sorted([*TT_TO_HF.values(), *MLP]):
@@ -158,7 +158,7 @@ def read_torchtune(doc: Document) -> Reading:
             r.ignore(doc, key, "not memory-relevant")
     # full_finetune_distributed.py shards these modules as FSDP units before the root: the
     # embedding and the head are then gathered only while they run
-    own_units = set(get(d, "custom_sharded_layers", []) or [])
+    own_units = set(name_list(doc, "custom_sharded_layers"))
     if {"tok_embeddings", "output"} <= own_units:
         r.fields["fsdp_embedding_units"] = True
         r.read(doc, "custom_sharded_layers", "fsdp_embedding_units")

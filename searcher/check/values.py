@@ -108,3 +108,17 @@ def section(doc: Document, dotted: str) -> dict[str, Any]:
             f"{_where(doc, dotted)}: {dotted} must be a mapping of keys, got {excerpt(value)}"
         )
     return value
+
+
+def name_list(doc: Document, dotted: str) -> list[str]:
+    """The list of names at ``dotted`` (``[]`` when absent or empty): torchtune's
+    ``lora_attn_modules`` and ``custom_sharded_layers``; any other value is refused with
+    ``file:line``, as the recipe's ``set(...)``/builder would fail on it."""
+    value = get(doc.data, dotted)
+    if value is None or value == "" or value == []:
+        return []
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise FitplanError(
+            f"{_where(doc, dotted)}: {dotted} must be a list of module names, got {excerpt(value)}"
+        )
+    return value
