@@ -43,9 +43,15 @@ def backend(name: str) -> dict[str, Any]:
         ) from None
 
 
-def searched_by_default() -> tuple[str, ...]:
-    """Backends some launch format writes (the others are searched only when pinned)."""
-    return tuple(b for b in BACKEND_NAMES if table()[b]["emitted_by"])
+def searched_by_default(emit_format: str | None = None) -> tuple[str, ...]:
+    """Backends some launch format writes (the others are searched only when pinned); with
+    ``emit_format``, those that format writes (``emitted_by`` in data/backends.json)."""
+    return tuple(
+        b
+        for b in BACKEND_NAMES
+        if table()[b]["emitted_by"]
+        and (emit_format is None or emit_format in table()[b]["emitted_by"])
+    )
 
 
 def infer_backend(

@@ -180,7 +180,11 @@ def config_fields_from_args(
                 "--method qlora with --quant none: QLoRA needs a quantised base",
                 "use --quant nf4 or nf4-dq",
             )
-        quant = "nf4"
+        from searcher.search.stack import TORCHTUNE, framework_of
+
+        # torchtune's QLoRA base is torchao NF4 with double-quantised scalers, the HF family's
+        # bitsandbytes NF4 (searcher/search/launch_formats.py)
+        quant = "nf4-dq" if framework_of(getattr(args, "emit", None)) == TORCHTUNE else "nf4"
     lora_only = {
         "--rank": args.rank,
         "--lora-targets": args.lora_targets,

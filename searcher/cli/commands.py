@@ -165,9 +165,10 @@ def cmd_scenario_run(args: argparse.Namespace) -> int:
     return 0 if all(r.ok for r in results) else 1
 
 
-def run_cli_search(args: argparse.Namespace, stack: Any = None):
+def run_cli_search(args: argparse.Namespace, stack: Any = None, *, keep_to_emit: bool = True):
     """The search of ``args``; with a ``stack`` (searcher.search.stack.Stack), plans outside
-    it are marked and the default pick is the first inside it (search/stack_front.py)."""
+    it are marked and the default pick is the first inside it (search/stack_front.py). With
+    ``--emit``, the space keeps to what the format writes unless ``keep_to_emit`` is False."""
     import dataclasses
 
     from searcher.inputs import search_problem
@@ -178,7 +179,10 @@ def run_cli_search(args: argparse.Namespace, stack: Any = None):
 
     problem = search_problem(args)
     # what a plan needs depends on the framework of the launch files it is written for
-    problem = dataclasses.replace(problem, framework=framework_of(getattr(args, "emit", None)))
+    emit = getattr(args, "emit", None)
+    problem = dataclasses.replace(
+        problem, framework=framework_of(emit), emit_format=emit if keep_to_emit else None
+    )
     if stack is not None:
         problem = dataclasses.replace(problem, stack=stack.packages)
     strategy = make_strategy(
@@ -223,8 +227,17 @@ def cmd_search(args: argparse.Namespace) -> int:
     if args.csv:
         check_outputs([Output(Path(args.csv), "", flag="--csv")], args.force)
     result = run_cli_search(args, stack)
+    if args.emit and not result.front:
+        # nothing the format writes fits the pins: the whole space's front, whose pick the
+        # format then refuses by name (or writes, where the format's table is narrower)
+        wider = run_cli_search(args, stack, keep_to_emit=False)
+        result = wider if wider.front else result
     if args.pick is None and result.front:
         args.pick = result.default_pick()  # the first plan that runs with the stack
+        if args.emit:  # ... and that the launch format writes
+            from searcher.emitters.commands import default_emit_pick
+
+            args.pick = default_emit_pick(result, args)
     outputs = (
         [Output(Path(args.csv), front_csv_text(result, args.tokens), flag="--csv")]
         if args.csv

@@ -176,21 +176,45 @@ def cmd_launch(args: argparse.Namespace) -> int:
 
 def _expressible(result: SearchResult, args: argparse.Namespace, limit: int = 3) -> list[int]:
     """1-based front members the format can express (for the refusal's hint)."""
-    from searcher.emitters import get_emitter
-
-    emitter = get_emitter(args.emit)
     found = []
     for i in range(len(result.front)):
-        try:
-            plan = _plan_of(result, i, args)
-            check_backend(emitter, plan)
-            emitter.emit(plan, emit_options(args, plan))
-        except FitplanError:
+        if not _expresses(result, i, args):
             continue
         found.append(i + 1)
         if len(found) >= limit:
             break
     return found
+
+
+def default_emit_pick(result: SearchResult, args: argparse.Namespace) -> int:
+    """1-based: the first front member ``--emit`` writes, those that run with the stack first
+    (the search keeps to what the format writes, but some refusals depend on the model family,
+    e.g. torchtune's builders); the stack's default pick when none can be written."""
+    first = result.default_pick()
+    missing = result.stack_missing or ((),) * len(result.front)
+    order = [first] + [i for i in range(1, len(result.front) + 1) if not missing[i - 1]]
+    order += range(1, len(result.front) + 1)
+    seen: set[int] = set()
+    for n in order:
+        if n in seen:
+            continue
+        seen.add(n)
+        if _expresses(result, n - 1, args):
+            return n
+    return first
+
+
+def _expresses(result: SearchResult, index: int, args: argparse.Namespace) -> bool:
+    from searcher.emitters import get_emitter
+
+    emitter = get_emitter(args.emit)
+    try:
+        plan = _plan_of(result, index, args)
+        check_backend(emitter, plan)
+        emitter.emit(plan, emit_options(args, plan))
+    except FitplanError:
+        return False
+    return True
 
 
 def _plan_of(result: SearchResult, index: int, args: argparse.Namespace) -> Plan:

@@ -32,6 +32,7 @@ from constraints.gpus import GpuSpec
 from constraints.models import ModelSpec
 from constraints.units import GiB
 from searcher.search import stack as S
+from searcher.search.launch_formats import tensor_parallel_degrees, writable
 
 DEFAULT_RANKS = (8, 16, 32, 64, 128)
 DEFAULT_RECIPES = ("bf16-master", "bf16-torch")
@@ -82,6 +83,9 @@ class SearchProblem:
     #: the framework the plan runs on, which decides what a knob value needs (search/stack.py:
     #: "hf", the HF Trainer family, or "torchtune")
     framework: str = S.HF
+    #: the launch format the plan is written for (``--emit``): unpinned, the backends keep to
+    #: those it writes, so the front holds plans it can express; None: every format's
+    emit_format: str | None = None
 
     def __post_init__(self) -> None:
         if self.max_gpus < 1:
@@ -128,7 +132,11 @@ def gpu_counts(problem: SearchProblem) -> list[int]:
 def layouts(problem: SearchProblem) -> list[Layout]:
     spec = problem.model
     out = []
-    tps = [int(problem.pins["tp"])] if "tp" in problem.pins else PARALLEL_DEGREES
+    tps = (
+        [int(problem.pins["tp"])]
+        if "tp" in problem.pins
+        else tensor_parallel_degrees(problem.emit_format, PARALLEL_DEGREES)
+    )
     pps = [int(problem.pins["pp"])] if "pp" in problem.pins else PARALLEL_DEGREES
     for gpus in gpu_counts(problem):
         for tp in tps:
@@ -172,7 +180,11 @@ def knob_values(problem: SearchProblem) -> dict[str, tuple[Any, ...]]:
     quants = (
         (pins["quant"],)
         if pins.get("quant") not in (None, "none")
-        else S.narrow(DEFAULT_QUANTS, S.quant_table(problem.framework), problem.stack)
+        else writable(
+            problem.emit_format,
+            "quant",
+            S.narrow(DEFAULT_QUANTS, S.quant_table(problem.framework), problem.stack),
+        )
     )
     if not quants:  # no quantised base in the stack: QLoRA only where the user asked for it
         quants = DEFAULT_QUANTS
@@ -190,7 +202,9 @@ def knob_values(problem: SearchProblem) -> dict[str, tuple[Any, ...]]:
         "checkpointing": (pins["checkpointing"],) if "checkpointing" in pins else ckpt,
         "loss": (pins["loss"],)
         if "loss" in pins
-        else S.narrow(DEFAULT_LOSSES, S.LOSS_PACKAGE, problem.stack),
+        else writable(
+            problem.emit_format, "loss", S.narrow(DEFAULT_LOSSES, S.LOSS_PACKAGE, problem.stack)
+        ),
         "compute_dtype": (compute,),
         "attention": (attention,),
         "lora_dropout": (float(pins.get("lora_dropout", 0.0)),),
@@ -217,7 +231,7 @@ def backend_options(problem: SearchProblem, lay: Layout, zero: int, offload: str
     """Backends that run this layout and sharding (the rest of the capability table is applied
     per configuration in :func:`grid`). Default: every backend some launch format writes."""
     pinned = "backend" in problem.pins
-    names = (str(problem.pins["backend"]),) if pinned else searched_by_default()
+    names = (str(problem.pins["backend"]),) if pinned else searched_by_default(problem.emit_format)
     out = []
     for name in names:
         b = backend_entry(name)
@@ -254,7 +268,7 @@ def static_variants(problem: SearchProblem) -> list[dict[str, Any]]:
         ranks = v["rank"] if method != "full" else (16,)
         quants = v["quant"] if method == "qlora" else ("none",)
         opt_in_bwd = (
-            (False, True)
+            writable(problem.emit_format, "optimizer_in_backward", (False, True))
             if "optimizer_in_backward" not in problem.pins
             else (bool(problem.pins["optimizer_in_backward"]),)
         )

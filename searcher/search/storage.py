@@ -119,6 +119,8 @@ def fingerprint(problem: Any) -> str:
         data["stack"] = sorted(problem.stack)
     if getattr(problem, "framework", "hf") != "hf":  # what a knob value needs differs by framework
         data["framework"] = problem.framework
+    if getattr(problem, "emit_format", None) is not None:  # the backends it writes, only
+        data["emit_format"] = problem.emit_format
     text = json.dumps(data, sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
