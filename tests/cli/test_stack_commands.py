@@ -147,3 +147,22 @@ def test_check_marks_a_suggestion_that_needs_more_than_the_stack(
     text = capsys.readouterr().out
     assert "fused linear cross-entropy [same training]" in text
     assert "needs liger-kernel (outside the stack)" in text
+
+
+def test_check_lists_the_suggestions_the_stack_can_apply_first(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Without liger-kernel the fused-loss suggestion comes after every one the stack can apply;
+    with it, the same suggestions keep their own order (least throughput lost first)."""
+    qlora = ROOT / "tests" / "data" / "check" / "axolotl-qlora-1b.yml"
+    argv = ["check", str(qlora), "--model", "llama-3.2-1b", "--gpu", "8GiB"]
+    without = _json([*argv, "--stack", "bitsandbytes,flash-attn"], capsys)["suggestions"]  # type: ignore[index]
+    outside = [bool(s["needs_outside_stack"]) for s in without]
+    assert True in outside and False in outside
+    assert outside == sorted(outside)  # in-stack first
+    full = _json([*argv, "--stack", "bitsandbytes,flash-attn,liger-kernel"], capsys)["suggestions"]  # type: ignore[index]
+    key = [json.dumps(s["config"], sort_keys=True) for s in full]
+    inside = [
+        json.dumps(s["config"], sort_keys=True) for s in without if not s["needs_outside_stack"]
+    ]
+    assert [k for k in key if k in inside] == inside  # the same relative order
