@@ -14,19 +14,20 @@ Autograd saves a matmul's inputs before it computes (``mm``'s ``self_``/``mat2_`
 ``SavedVariable``\\ s made before the redispatch), so in a pre-norm block whose output is
 ``residual + down(…)`` — nothing after the MLP's output projection saves a tensor — the replay
 stops before that projection's GEMM: a recomputed GPT/MPT block reruns 8 of its 12 h² (qkv,
-out, up), a Llama block its attention and gate/up, not down. ``torch.compile`` reaches the same
-set (its partitioner recomputes only what backward reads). Traced with torch's own checkpoint
-on a GPT-2-style block: backward runs 8 matmuls unchecked, 12 reentrant, 11 non-reentrant
-(tests/constraints/test_recompute_early_stop.py).
+out, up), a Llama block its attention and gate/up, not down. ``torch.compile``'s partitioner
+likewise recomputes only what backward reads (not traced here). Traced with torch's own
+checkpoint on Hugging Face layers (tests/constraints/test_recompute_trace.py): a 2-layer Llama
+runs 30 matmuls in backward unchecked, 42 non-reentrant (+6 a layer), 44 reentrant (+7).
 
 The projection is rerun where something after it saves a tensor, or where it is not a plain
 matmul: residual dropout > 0 (the dropout saves its mask), a post-norm (BERT, OLMo 2; Gemma 2's
 post-feed-forward norm), routed experts (the combine saves the routing weights and indices),
 a LoRA adapter on it (``lora_B``'s input is saved after the base GEMM), a quantised base or fp8
 (bitsandbytes' ``MatMul4Bit``, torchao's float8 matmul and TE are autograd Functions, which save
-after their forward has run), and Megatron's recompute (its own reentrant ``CheckpointFunction``). fitplan's emitted plans all run non-reentrant checkpointing
-(hf_template.py ``use_reentrant: False``; accelerate's FSDP and axolotl likewise); reentrant
-checkpointing (which reruns the whole block) is not a knob.
+after their forward has run), and Megatron's recompute (its own reentrant ``CheckpointFunction``).
+fitplan's emitted plans all run non-reentrant checkpointing (hf_template.py ``use_reentrant:
+False``; accelerate's FSDP and axolotl likewise); reentrant checkpointing (which reruns the whole
+block) is not a knob.
 """
 
 from __future__ import annotations
