@@ -30,6 +30,12 @@ class Gemm:
         return self.layers * self.per_layer
 
     @property
+    def in_block(self) -> bool:
+        """A linear of the repeated layers (what ``quantizable`` marks: the head and the other
+        non-block linears are neither quantised nor checkpointed)."""
+        return self.quantizable
+
+    @property
     def params_per_token(self) -> float:
         """Weight elements one token multiplies by in this group."""
         return self.d_in * self.d_out * self.instances * self.token_share

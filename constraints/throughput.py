@@ -42,11 +42,11 @@ from constraints.model_states import model_facts
 from constraints.models import ModelSpec
 from constraints.optimizer_step import optimizer_step_seconds
 from constraints.parallel_activations import (
-    op_sac_recomputed_matmuls,
     per_op_sac,
     sequence_parallel,
 )
 from constraints.params import group_key, lora_target_groups
+from constraints.recompute import gemm_recompute
 from constraints.throughput_constants import (
     ATTENTION_BACKWARD_PER_FORWARD,
     ATTENTION_FLOPS_PER_SCORE,
@@ -168,7 +168,6 @@ def throughput_arrays(
     # torchtitan's per-op selective checkpointing replays the block's forward in backward, with
     # every other matmul and the attention read from its cache (constraints/parallel_activations.py)
     op_sac = per_op_sac(spec, batch)
-    op_sac_mms = op_sac_recomputed_matmuls(spec)
     replay = np.where(op_sac, 1.0, recompute)  # the forward's pointwise ops and launches rerun
     eager_stack = batch.kernels == CODE["kernels"]["eager"]
     # eager kernels differ by layer code (HF Llama's fp32 RMSNorm chain against MPT's one-kernel
@@ -213,7 +212,9 @@ def throughput_arrays(
             flops, nbytes, g_peak, bw, eta_gemm * np.where(in_fp8, fp8_gemm_share, 1.0)
         )
         passes_bwd = 1.0 + full_ft  # dgrad, and wgrad where the weight trains
-        g_recompute = np.where(op_sac & (g.key in op_sac_mms), 1.0, recompute)
+        # forward reruns: full checkpointing's (the blocks' matmuls, less the one its early stop
+        # skips) or per-op SAC's (constraints/recompute.py)
+        g_recompute = gemm_recompute(spec, g, batch, ckpt_full, op_sac, in_fp8, targeted)
         t_group = g.instances * t_inst * (1.0 + g_recompute + passes_bwd)
         out[f"gemm:{g.key}_s"] = t_group
         t_fwd += g.instances * t_inst

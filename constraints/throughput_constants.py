@@ -10,10 +10,11 @@ from __future__ import annotations
 # guesses (0.72, 0.45, 4.0). Refitted under issue 12's physics (collectives over the NICs, fp8
 # attention in bf16, kernel stacks) the search stays here; rows 400-422 (torchtitan, torchao) are
 # held out of the fit and test it (docs/steptime.md).
-#: Fraction of dense peak a large GEMM reaches on the A100 (cuBLAS bf16). Fitted: 0.70. Other GPUs
-#: scale it by their measured matmul ceiling relative to the A100's (constraints/matmul_ceiling.py:
-#: H100 SXM × 0.924); the refit with that scale in place stays at 0.70.
-ETA_GEMM = 0.70
+#: Fraction of dense peak a large GEMM reaches on the A100 (cuBLAS bf16). Fitted: 0.725 (0.70 while
+#: full checkpointing was charged a whole recomputed forward of every linear, the head included;
+#: constraints/recompute.py). Other GPUs scale it by their measured matmul ceiling relative to the
+#: A100's (constraints/matmul_ceiling.py: H100 SXM × 0.924).
+ETA_GEMM = 0.725
 #: Fraction of dense peak FlashAttention reaches (forward and backward together). Fitted: 0.325,
 #: to the llm-foundry rows, which ran FlashAttention-1 (flash-attn==1.0.9 pinned), so it is the
 #: FA1 level; an FA2 row on Ampere/Ada runs FA2's published curve instead
@@ -30,10 +31,11 @@ FA2_HOPPER_SHARE = 0.35 / 0.62
 FA3_HOPPER_SHARE = 1.0
 #: Elementwise traffic per step as a multiple of the activation bytes the forward writes (write +
 #: read in forward, read + write of their gradients in backward ≈ 4; unfused eager kernels and
-#: the temporaries nothing saves read and write more). Fitted: 9.5, to the MPT rows; used for
+#: the temporaries nothing saves read and write more). Fitted: 10.5 (9.5 before the recompute
+#: above), to the MPT rows; used for
 #: their reference layer (HF GPT-2 block) and untraced families. Traced layers (HF Llama, Qwen,
 #: Gemma; torchtune; torchtitan) use their traced bytes: constraints/eager_traffic.py.
-K_ELEMENTWISE = 9.5
+K_ELEMENTWISE = 10.5
 #: Share of the HBM bandwidth that unfused eager PyTorch elementwise kernels reach: Liger-Kernel's
 #: benchmark of Hugging Face's LlamaRMSNorm, forward + backward, bf16, 2048 rows, on A100-SXM4-80GB
 #: (benchmark/data/all_benchmark_data.csv, 2024-09-03, liger 0.2.1): 1.862 / 3.544 / 6.910 ms at
