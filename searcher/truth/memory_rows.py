@@ -129,6 +129,11 @@ def map_memory_row(row: dict[str, str], ov: dict[str, Any], assumptions: list[st
 _UNTIED = re.compile(r"\buntied (?:lm_head|output head|head)\b")
 
 
+#: a weight_precision cell naming bitsandbytes' nested quantisation of the absmax
+#: (``bnb_4bit_use_double_quant``, ``--use_nested_quant``) → ``nf4-dq``
+_DOUBLE_QUANT = re.compile(r"double[ -]quant|nested quant|nf4-dq")
+
+
 def _as_built(row: dict[str, str], spec: ModelSpec, assumptions: list[str]) -> ModelSpec:
     """The model as the row's framework materialises it (an untied head copy where it says so)."""
     if spec.tie_embeddings and _UNTIED.search(row.get("other_settings", "").lower()):
@@ -151,7 +156,8 @@ def _fields_from_text(
         fields.update(lora)
         assumptions += notes
     if method == "qlora":
-        fields["quant"] = "nf4-dq" if framework == "torchtune" else "nf4"
+        double_quant = _DOUBLE_QUANT.search(row.get("weight_precision", "").lower())
+        fields["quant"] = "nf4-dq" if framework == "torchtune" or double_quant else "nf4"
         if framework == "torchtune":
             assumptions.append(
                 "torchao NF4 (torchtune): 64-element blocks with 8-bit scalers ≈ nf4-dq"

@@ -103,3 +103,13 @@ def test_untied_words_change_nothing_for_an_untied_model_or_other_wording() -> N
     # "untied" must name the head: other wording leaves the checkpoint's tying as it is
     plain = MR.memory_case(_lora_row(other_settings="tied head, untied nothing else"))
     assert plain.spec is not None and plain.spec.tie_embeddings
+
+
+def test_double_quant_in_the_weight_precision_is_nf4_dq() -> None:
+    qlora = {"method": "QLoRA", "optimizer": "torch AdamW", "source": "huggingface/peft docs"}
+    nested = MR.memory_case(
+        _lora_row(**qlora, weight_precision="NF4 base (double quant, bf16 quant storage)")
+    )
+    plain = MR.memory_case(_lora_row(**qlora, weight_precision="NF4 base + bf16 adapters"))
+    assert nested.config is not None and plain.config is not None
+    assert (nested.config.quant, plain.config.quant) == ("nf4-dq", "nf4")
