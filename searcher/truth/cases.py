@@ -35,6 +35,8 @@ from constraints.models import DATA_DIR, ModelSpec
 CALIBRATION_DIR = DATA_DIR / "calibration"
 MEMORY_CSV = CALIBRATION_DIR / "measured_memory.csv"
 THROUGHPUT_CSV = CALIBRATION_DIR / "measured_throughput.csv"
+#: published peak-memory rows that nothing is fitted to (README.md there: "Held-out rows")
+HELDOUT_MEMORY_CSV = CALIBRATION_DIR / "heldout_memory.csv"
 
 Metric = Literal["allocated", "reserved", "nvml"]
 METRICS: tuple[Metric, ...] = ("allocated", "reserved", "nvml")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from collections.abc import Iterable
@@ -86,6 +87,7 @@ def map_memory_row(row: dict[str, str], ov: dict[str, Any], assumptions: list[st
             raise FitplanError(f"row {row_id}: fitplan_config must be a JSON object")
     else:
         fields = _fields_from_text(row, spec, gpu, assumptions)
+        spec = _as_built(row, spec, assumptions)
     fields.update(ov.get("config", {}))
     config = TrainConfig(**fields)
     metric: Metric
@@ -120,6 +122,29 @@ def map_memory_row(row: dict[str, str], ov: dict[str, Any], assumptions: list[st
     )
 
 
+#: ``other_settings`` words saying the framework builds the output head as its own tensor even
+#: where the checkpoint ties it to the embedding: litgpt (00af8b0d, 2024-09) has no weight tying
+#: (model.py ``GPT.__init__``: ``lm_head = nn.Linear`` beside ``wte = nn.Embedding``) and its
+#: converter copies the embedding into ``lm_head.weight`` (scripts/convert_hf_checkpoint.py)
+_UNTIED = re.compile(r"\buntied (?:lm_head|output head|head)\b")
+
+
+#: a weight_precision cell naming bitsandbytes' nested quantisation of the absmax
+#: (``bnb_4bit_use_double_quant``, ``--use_nested_quant``) → ``nf4-dq``
+_DOUBLE_QUANT = re.compile(r"double[ -]quant|nested quant|nf4-dq")
+
+
+def _as_built(row: dict[str, str], spec: ModelSpec, assumptions: list[str]) -> ModelSpec:
+    """The model as the row's framework materialises it (an untied head copy where it says so)."""
+    if spec.tie_embeddings and _UNTIED.search(row.get("other_settings", "").lower()):
+        assumptions.append(
+            f"the framework holds the output head as a copy of the embedding, not tied: "
+            f"+{spec.vocab * spec.hidden / 1e6:.0f} M parameters in the weights' dtype"
+        )
+        return dataclasses.replace(spec, tie_embeddings=False)
+    return spec
+
+
 def _fields_from_text(
     row: dict[str, str], spec: ModelSpec, gpu: GpuSpec, assumptions: list[str]
 ) -> dict[str, Any]:
@@ -131,7 +156,8 @@ def _fields_from_text(
         fields.update(lora)
         assumptions += notes
     if method == "qlora":
-        fields["quant"] = "nf4-dq" if framework == "torchtune" else "nf4"
+        double_quant = _DOUBLE_QUANT.search(row.get("weight_precision", "").lower())
+        fields["quant"] = "nf4-dq" if framework == "torchtune" or double_quant else "nf4"
         if framework == "torchtune":
             assumptions.append(
                 "torchao NF4 (torchtune): 64-element blocks with 8-bit scalers ≈ nf4-dq"
