@@ -261,6 +261,12 @@ def read_deepspeed(r: Reading, doc: Document, half_flag: str | None) -> dict[str
         "zero_optimization.stage3_max_reuse_distance",
         "zero_optimization.stage3_param_persistence_threshold",
         "zero_optimization.sub_group_size",
+        # DeepSpeedZeroConfig field names (the stage3_ names are their aliases)
+        "zero_optimization.prefetch_bucket_size",
+        "zero_optimization.max_live_parameters",
+        "zero_optimization.max_reuse_distance",
+        "zero_optimization.param_persistence_threshold",
+        "zero_optimization.model_persistence_threshold",
     ):
         if get(ds, key) is not None:
             auto = (

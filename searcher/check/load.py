@@ -69,6 +69,21 @@ def detect(doc: Document) -> str | None:
     return None
 
 
+#: LLaMA-Factory v0.9.5 examples/inference (``infer_backend``, for ``llamafactory-cli chat``) and
+#: examples/merge_lora (``export_dir``, for ``llamafactory-cli export``) name a model and train
+#: nothing; a training config has ``stage`` / ``do_train`` / ``output_dir``
+INFERENCE_KEYS = ("infer_backend", "export_dir")
+TRAINING_KEYS = ("stage", "do_train", "output_dir", "per_device_train_batch_size")
+
+
+def not_training(d: dict[str, Any]) -> str | None:
+    """Why a Trainer-looking YAML is not a training config (None: it is one)."""
+    found = [k for k in INFERENCE_KEYS if k in d]
+    if found and not any(k in d for k in TRAINING_KEYS):
+        return f"a LLaMA-Factory inference or export config ({found[0]})"
+    return None
+
+
 #: the model's config.json that an emitted folder carries (searcher/emitters: offline folders)
 MODEL_CONFIG_NAME = "config.json"
 
@@ -109,6 +124,13 @@ def read_configs(
             "give an axolotl, torchtune, LLaMA-Factory, TrainingArguments, accelerate or DeepSpeed "
             "config (or fitplan's plan.json)",
         )
+    for k, d in kinds:
+        why = not_training(d.data) if k in ("hf-trainer", "llamafactory") else None
+        if why:
+            raise FitplanError(
+                f"{d.path}: {why}, not a training config",
+                "check the config you train with (LLaMA-Factory: the one with stage: sft)",
+            )
     loaded: dict[Path, Document] = {}
 
     def load_ds(base: Document, ref: str) -> Document | None:
@@ -164,14 +186,17 @@ def read_configs(
             r = read_torchtune(main)
         else:
             r = read_trainer(kind, main, extras, gpu_bf16, load_ds)
+    elif extras:
+        # the DeepSpeed / PEFT files alone, or the DeepSpeed JSON an accelerate config points at
+        r = read_trainer("hf-trainer", extras[0], extras[1:], gpu_bf16, load_ds)
+        r.format = detect(extras[0]) or "deepspeed"
+        if acc_reading is not None:
+            r.notes.append("an accelerate config names no model or batch: pass --model")
     elif acc_reading is not None:
         r = Reading("accelerate", [])
         r.notes.append(
             "an accelerate config alone names no model or batch: pass --model, --micro-batch …"
         )
-    elif extras:
-        r = read_trainer("hf-trainer", extras[0], extras[1:], gpu_bf16, load_ds)
-        r.format = detect(extras[0]) or "deepspeed"
     else:
         raise FitplanError("no training config among the files")
     if acc_reading is not None:

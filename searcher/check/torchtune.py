@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from constraints.errors import FitplanError
 from searcher.check.doc import DELETE, Document, get
 from searcher.check.reading import Edit, Reading
 from searcher.check.values import section
@@ -34,7 +35,35 @@ MLP = ["gate_proj", "up_proj", "down_proj"]
 
 
 def is_torchtune(data: Any) -> bool:
-    return isinstance(data, dict) and isinstance(get(data, "model._component_"), str)
+    return isinstance(data, dict) and any(
+        isinstance(get(data, f"{key}._component_"), str) for key in ("model", "policy_model")
+    )
+
+
+#: a recipe config's own keys that say which non-training recipe it drives (torchtune v0.6.1
+#: recipes/configs: eleuther_eval ``tasks``, generate ``prompt``, quantize ``quantizer``)
+NOT_TRAINING = (("tasks", "evaluation"), ("prompt", "generation"), ("quantizer", "quantization"))
+#: torchtune.rlhf losses: preference training (chosen + rejected, a reference model)
+PREFERENCE_LOSSES = ("torchtune.rlhf.loss.DPOLoss", "torchtune.rlhf.loss.RSOLoss")
+
+
+def refuse_non_training(doc: Document) -> None:
+    """Every torchtune training recipe builds ``cfg.optimizer``; evaluation, generation and
+    quantisation configs name a model but no optimizer. PPO (``policy_model``) trains a policy,
+    a value model and holds reference and reward models: not one model's step."""
+    d = doc.data
+    if isinstance(get(d, "policy_model._component_"), str):
+        raise FitplanError(
+            f"{doc.path}: a torchtune PPO config (policy, value, reference and reward models); "
+            "fitplan models one model's fine-tuning step",
+            "check a full / LoRA fine-tuning config of the policy model instead",
+        )
+    if "optimizer" not in d:
+        kind = next((k for key, k in NOT_TRAINING if key in d), "non-training")
+        raise FitplanError(
+            f"{doc.path}: a torchtune {kind} config (it has no optimizer), not a training config",
+            "check the recipe config you fine-tune with (…_full.yaml, …_lora.yaml)",
+        )
 
 
 def _model_for_builder(builder: str) -> str | None:
@@ -49,17 +78,37 @@ def _model_for_builder(builder: str) -> str | None:
 
 def read_torchtune(doc: Document) -> Reading:
     d: dict[str, Any] = doc.data
+    refuse_non_training(doc)
     r = Reading("torchtune", [doc])
     comp = str(get(d, "model._component_"))
     builder = comp.rsplit(".", 1)[-1]
     r.model = _model_for_builder(builder)
     r.read(doc, "model._component_", "model")
     if r.model is None:
+        r.no_model = f"{doc.path}: model builder {comp} is not in fitplan's torchtune table"
         r.notes.append(f"model builder {builder} is not in fitplan's torchtune table: pass --model")
     lora = builder.startswith(("lora_", "qlora_"))
-    r.fields["method"] = "qlora" if builder.startswith("qlora_") else "lora" if lora else "full"
-    if builder.startswith("qlora_"):
+    # qlora_* builders are lora_* with quantize_base=True (torchtune models/*/_model_builders.py)
+    quantized = builder.startswith("qlora_") or (lora and get(d, "model.quantize_base") is True)
+    r.fields["method"] = "qlora" if quantized else "lora" if lora else "full"
+    if quantized:
         r.fields["quant"] = "nf4-dq"  # torchao NF4 with double-quantised scalers
+    if lora and "quantize_base" in section(doc, "model"):
+        r.read(doc, "model.quantize_base", "quant")
+    if lora and get(d, "model.use_dora"):
+        r.unmapped(doc, "model.use_dora", "DoRA is not modelled (LoRA assumed)")
+    for key, why in (
+        (
+            "teacher_model",
+            "knowledge distillation: the teacher's weights and logits are not counted",
+        ),
+        ("kd_loss", "knowledge distillation: the teacher's weights and logits are not counted"),
+        ("ac_mode", "torchtune's selective activation checkpointing is not read (full or none)"),
+        ("ac_option", "torchtune's selective activation checkpointing is not read (full or none)"),
+        ("quantizer", "quantisation-aware training (fake-quantised weights) is not modelled"),
+    ):
+        if get(d, key) not in (None, False):
+            r.unmapped(doc, key, why)
     if lora:
         if "lora_rank" in section(doc, "model"):
             r.fields["lora_rank"] = int(get(d, "model.lora_rank"))
@@ -112,6 +161,13 @@ def read_torchtune(doc: Document) -> Reading:
     if loss in LOSSES:
         r.fields["loss"] = LOSSES[loss]
         r.read(doc, "loss._component_", "loss")
+    elif loss in PREFERENCE_LOSSES:
+        r.unmapped(
+            doc,
+            "loss._component_",
+            "preference training is not modelled: the chosen+rejected pair doubles each batch and "
+            "a reference model's log-probs are computed (an under-estimate)",
+        )
     dtype = str(d.get("dtype", "bf16"))
     r.fields["recipe"] = "fp32" if dtype == "fp32" else "bf16-torch"
     r.read(doc, "dtype", "recipe", "torchtune builds the model (and adapters) in this dtype")

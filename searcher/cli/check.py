@@ -142,7 +142,8 @@ def cmd_check(args: argparse.Namespace) -> int:
     model_ref = args.model or reading.model
     if not model_ref:
         raise FitplanError(
-            f"{args.configs[0]} names no model", "add --model NAME, a config.json path or org/name"
+            reading.no_model or f"{args.configs[0]} names no model",
+            "add --model NAME, a config.json path or org/name",
         )
     spec = resolve_any_model(model_ref)
     overrides: dict[str, Any] = {}
