@@ -15,7 +15,7 @@ from typing import Any
 from constraints.config import TrainConfig
 from constraints.errors import FitplanError
 from searcher.check.common import _is_ds
-from searcher.check.doc import Document, read_document, set_key
+from searcher.check.doc import Document, get, read_document, set_key
 from searcher.check.launchers import is_accelerate, is_plan, read_accelerate, read_plan
 from searcher.check.reading import Edit, Reading
 from searcher.check.torchtune import is_torchtune, read_torchtune, sharding
@@ -27,6 +27,7 @@ FORMATS = (
     "torchtune",
     "hf-trainer",
     "llamafactory",
+    "llamafactory-v1",
     "accelerate",
     "deepspeed",
     "peft",
@@ -56,6 +57,10 @@ def detect(doc: Document) -> str | None:
         return "accelerate"
     if is_torchtune(d):
         return "torchtune"
+    from searcher.check.llamafactory_v1 import is_llamafactory_v1
+
+    if is_llamafactory_v1(d):
+        return "llamafactory-v1"
     if "finetuning_type" in d or "cutoff_len" in d or "quantization_bit" in d:
         return "llamafactory"
     if "base_model" in d or "micro_batch_size" in d or "adapter" in d or "sequence_len" in d:
@@ -78,7 +83,7 @@ TRAINING_KEYS = ("stage", "do_train", "output_dir", "per_device_train_batch_size
 
 def not_training(d: dict[str, Any]) -> str | None:
     """Why a Trainer-looking YAML is not a training config (None: it is one)."""
-    found = [k for k in INFERENCE_KEYS if k in d]
+    found = [k for k in INFERENCE_KEYS if k in d or get(d, f"peft_config.{k}") is not None]
     if found and not any(k in d for k in TRAINING_KEYS):
         return f"a LLaMA-Factory inference or export config ({found[0]})"
     return None
@@ -125,7 +130,8 @@ def read_configs(
             "config (or fitplan's plan.json)",
         )
     for k, d in kinds:
-        why = not_training(d.data) if k in ("hf-trainer", "llamafactory") else None
+        trainer_like = k in ("hf-trainer", "llamafactory", "llamafactory-v1")
+        why = not_training(d.data) if trainer_like else None
         if why:
             raise FitplanError(
                 f"{d.path}: {why}, not a training config",
@@ -155,6 +161,7 @@ def read_configs(
             "torchtune",
             "hf-trainer",
             "llamafactory",
+            "llamafactory-v1",
             "fitplan",
             "fitplan-script",
             "torchtune-command",
@@ -184,6 +191,10 @@ def read_configs(
             r = read_script(main, load_ds, extras)
         elif kind == "torchtune":
             r = read_torchtune(main)
+        elif kind == "llamafactory-v1":
+            from searcher.check.llamafactory_v1 import read_llamafactory_v1
+
+            r = read_llamafactory_v1(main, load_ds)
         else:
             r = read_trainer(kind, main, extras, gpu_bf16, load_ds)
     elif extras:

@@ -182,9 +182,10 @@ def read_trainer(
             r.read(doc, "use_peft", "method")
     quant = "none"
     if d.get("load_in_4bit") is True:
-        dq = get(
-            d, "bnb_config_kwargs.bnb_4bit_use_double_quant", d.get("use_bnb_nested_quant", False)
-        )
+        # axolotl's qlora BitsAndBytesConfig sets bnb_4bit_use_double_quant True (v0.18.0
+        # loaders/model.py); TRL's ModelConfig use_bnb_nested_quant defaults to False
+        nested = d.get("use_bnb_nested_quant", fmt == "axolotl" and d.get("adapter") == "qlora")
+        dq = get(d, "bnb_config_kwargs.bnb_4bit_use_double_quant", nested)
         quant = "nf4-dq" if dq else "nf4"
         if (
             str(

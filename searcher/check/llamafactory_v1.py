@@ -1,0 +1,107 @@
+"""LLaMA-Factory's v1 configs (``examples/v1/``, released in v0.9.5, 7af90952): one YAML with
+``model``, ``peft_config`` / ``quant_config`` / ``dist_config`` plugin sections and the trainer's
+own keys. Defaults from ``src/llamafactory/v1/config/training_args.py`` (``micro_batch_size`` 1,
+``cutoff_len`` 2048, ``bf16`` True, ``enable_activation_checkpointing`` True) and
+``v1/core/model_engine.py`` (the model is loaded with ``dtype="auto"``, the checkpoint's 16-bit
+dtype, and cast to fp32 for full tuning: fp32 weights under bf16 autocast).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from searcher.check.common import ATTN_IMPL, lora_targets, precision_fields, read_deepspeed
+from searcher.check.doc import Document, get
+from searcher.check.reading import Reading
+from searcher.check.values import section
+
+#: keys only a v1 config has (v1/config/model_args.py, training_args.py)
+V1_KEYS = ("peft_config", "dist_config", "quant_config", "kernel_config", "model_class")
+#: v1 defaults (training_args.py)
+V1_MICRO_BATCH = 1
+V1_CUTOFF_LEN = 2048
+#: PEFT LoraConfig.r default (the v1 lora plugin passes peft_config through)
+PEFT_DEFAULT_RANK = 8
+
+
+def is_llamafactory_v1(data: Any) -> bool:
+    return (
+        isinstance(data, dict)
+        and isinstance(data.get("model"), str)
+        and any(k in data for k in V1_KEYS)
+    )
+
+
+def read_llamafactory_v1(doc: Document, load_ds: Any) -> Reading:
+    d: dict[str, Any] = doc.data
+    r = Reading("llamafactory-v1", [doc])
+    r.model = d["model"]
+    r.read(doc, "model", "model")
+    r.fields["micro_batch"] = int(d.get("micro_batch_size") or V1_MICRO_BATCH)
+    r.read(doc, "micro_batch_size", "micro_batch")
+    r.fields["seq_len"] = int(d.get("cutoff_len") or V1_CUTOFF_LEN)
+    r.read(doc, "cutoff_len", "seq_len", "every sequence modelled at this length")
+    if d.get("global_batch_size"):
+        r.ignore(doc, "global_batch_size", "accumulation: changes steps, not memory per step")
+    ckpt = d.get("enable_activation_checkpointing", True)
+    r.fields["checkpointing"] = "full" if ckpt else "none"
+    r.read(doc, "enable_activation_checkpointing", "checkpointing")
+    peft = section(doc, "peft_config")
+    name = str(peft.get("name", "")).lower()
+    lora = name == "lora"
+    if lora:
+        r.fields["method"] = "lora"
+        r.fields["lora_rank"] = int(peft.get("r", PEFT_DEFAULT_RANK))
+        r.fields["lora_dropout"] = float(peft.get("lora_dropout") or 0.0)
+        targets = peft.get("target_modules", "all")
+        r.fields["lora_targets"] = "all-linear" if targets == "all" else lora_targets(targets)
+        for key in ("name", "r", "lora_dropout", "target_modules"):
+            r.read(doc, f"peft_config.{key}", "lora_rank" if key == "r" else "method")
+    elif peft:
+        r.fields["method"] = "full"
+        r.unmapped(
+            doc, "peft_config.name", f"{name or 'this'} tuning is not modelled (full assumed)"
+        )
+    else:
+        r.fields["method"] = "full"
+    quant = section(doc, "quant_config")
+    if quant:
+        bits = quant.get("quantization_bit")
+        if str(quant.get("name", "bnb")).lower() in ("bnb", "auto") and bits in (4, 8):
+            r.fields["quant"] = "nf4" if bits == 4 else "int8"
+            r.fields["method"] = "qlora"
+            r.read(doc, "quant_config.quantization_bit", "quant")
+            r.read(doc, "quant_config.name", "quant")
+        else:
+            r.unmapped(doc, "quant_config", "this quantisation is not modelled")
+    half = "bf16" if d.get("bf16", True) else None
+    r.read(doc, "bf16", "recipe")
+    dist = section(doc, "dist_config")
+    kind = str(dist.get("name", "")).lower()
+    ds_prec = None
+    if kind.startswith("fsdp"):
+        r.fields["zero"] = 3
+        r.read(doc, "dist_config.name", "zero", "FSDP2 full shard")
+    elif kind == "deepspeed" and isinstance(dist.get("config_file"), str):
+        ds_doc = load_ds(doc, dist["config_file"])
+        if ds_doc is None:
+            r.unmapped(doc, "dist_config.config_file", "cannot read it: pass it beside the config")
+        else:
+            r.docs.append(ds_doc)
+            r.read(doc, "dist_config.config_file", "zero")
+            ds_prec = read_deepspeed(r, ds_doc, half)
+        r.read(doc, "dist_config.name", "zero")
+    elif dist:
+        r.unmapped(doc, "dist_config", f"distribution {kind or '?'} is not read")
+    if get(d, "dist_config.cp_size") not in (None, 1):
+        r.unmapped(doc, "dist_config.cp_size", "context parallelism is not modelled")
+    weights = "fp32" if not lora else half or "fp32"
+    r.fields.update(precision_fields(half, weights, ds_prec, lora))
+    if lora and r.fields["recipe"] not in ("fp32", "amp"):
+        r.fields["adapter_dtype"] = "fp32"  # PEFT's autocast_adapter_dtype default
+    # v1 model_args.flash_attn: eager, sdpa (the default) or flash_attention_2
+    impl = str(d.get("flash_attn", "sdpa")).lower()
+    r.fields["attention"] = ATTN_IMPL.get(impl, "sdpa")
+    if "flash_attn" in d:
+        r.read(doc, "flash_attn", "attention")
+    return r
