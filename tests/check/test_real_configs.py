@@ -1,0 +1,150 @@
+"""Released example configs of axolotl v0.18.0, LLaMA-Factory v0.9.5, torchtune v0.6.1 and
+accelerate v1.14.0 (copied verbatim into tests/data/check, sources in each header and
+SOURCES.md): the knobs ``fitplan check`` reads from them, and the files it must refuse.
+
+Each expected value is read off the file by hand (the comment quotes the key) and, where the key
+is absent, is the framework's own default, quoted from its source at that release — never from
+the code under test."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from searcher.check.load import read_configs, train_config
+from searcher.cli import main
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "check"
+
+
+def knobs(*names: str, gpus: int | None = None):
+    r = read_configs([str(DATA / n) for n in names])
+    return r, train_config(r, {}, gpus)
+
+
+def status(r, key: str) -> str:
+    return next(u.status for u in r.uses if u.key == key)
+
+
+def test_axolotl_attn_implementation():
+    # attn_implementation: flash_attention_2 (axolotl's canonical key; the boolean flags are
+    # deprecated aliases); adapter lora, lora_r 16, micro 2 × accumulation 2, sequence_len 2048
+    r, c = knobs("axolotl-lora-1b.yml")
+    assert c.attention == "flash"
+    assert (c.method, c.lora_rank, c.micro_batch, c.grad_accum, c.seq_len) == (
+        "lora",
+        16,
+        2,
+        2,
+        2048,
+    )
+    assert status(r, "attn_implementation") == "read"
+
+
+def test_axolotl_qlora_fsdp_real_file():
+    # fsdp: [full_shard, auto_wrap]; fsdp_sharding_strategy FULL_SHARD, fsdp_offload_params true;
+    # adapter qlora + load_in_4bit with no bnb_config_kwargs: axolotl's BitsAndBytesConfig
+    # double-quantises (v0.18.0 src/axolotl/loaders/model.py); bf16: auto on a bf16 GPU
+    _r, c = knobs("axolotl-qlora-fsdp-70b.yaml")
+    assert (c.zero, c.offload) == (3, "all")
+    assert (c.method, c.quant, c.lora_rank, c.seq_len) == ("qlora", "nf4-dq", 8, 512)
+    assert (c.attention, c.recipe) == ("flash", "bf16-torch")
+
+
+def test_axolotl_no_bf16_key_is_auto():
+    # no bf16 key: axolotl's schema default is "auto" (schemas/config.py), resolve_dtype turns it
+    # into bf16 on a bf16-capable GPU; fp8: true and the Liger kernels are not modelled, and say so
+    r, c = knobs("axolotl-fp8-fsdp2-3b.yaml")
+    assert c.recipe == "bf16-torch"
+    assert (c.micro_batch, c.seq_len, c.zero) == (16, 512, 3)  # reshard_after_forward: true
+    assert c.attention == "sdpa"  # attn_implementation: flex_attention
+    for key in ("fp8", "liger_rms_norm", "liger_glu_activation", "torch_compile"):
+        assert status(r, key) == "unmapped", key
+
+
+def test_axolotl_batch_size_sets_accumulation():
+    # batch_size 2, micro_batch_size 1, no gradient_accumulation_steps: normalize_config sets
+    # accumulation = batch_size // micro_batch_size = 2; load_in_8bit + adapter lora;
+    # attn_implementation: xformers (memory-efficient kernel, no score matrix)
+    _r, c = knobs("axolotl-falcon-7b-lora.yml")
+    assert (c.micro_batch, c.grad_accum) == (1, 2)
+    assert (c.method, c.quant, c.attention) == ("qlora", "int8", "sdpa")
+
+
+def test_llamafactory_full_tuning_upcasts_to_fp32():
+    # finetuning_type full, bf16: true, no DeepSpeed, no pure_bf16: LLaMA-Factory v0.9.5
+    # model/adapter.py casts every trainable parameter to fp32 → fp32 weights, bf16 autocast
+    _r, c = knobs("llamafactory-full-sft.yaml")
+    assert (c.method, c.recipe) == ("full", "amp")
+    assert (c.micro_batch, c.grad_accum, c.seq_len) == (1, 8, 2048)
+
+
+def test_llamafactory_dpo_stage_is_reported():
+    # stage: dpo — a reference model and chosen+rejected pairs that fitplan does not count
+    r, c = knobs("llamafactory-lora-dpo.yaml")
+    assert status(r, "stage") == "unmapped"
+    assert (c.method, c.lora_rank, c.lora_targets) == ("lora", 8, "all-linear")
+
+
+def test_trl_dpo_keys_are_reported():
+    # alignment-handbook gemma-7b dpo/config_qlora.yaml: beta and max_prompt_length are DPOConfig
+    # fields (TRL trainer/dpo_config.py), not TrainingArguments ones
+    r, _c = knobs("hf-trainer-qlora.yaml")
+    assert status(r, "beta") == "unmapped"
+    assert status(r, "max_prompt_length") == "unmapped"
+
+
+def test_llamafactory_v1_config():
+    # examples/v1: model Qwen/Qwen3-4B; peft_config name lora, r 16, lora_dropout 0.05,
+    # target_modules all; dist_config fsdp2; micro_batch_size 1, cutoff_len 2048; bf16 default
+    # True and checkpointing default True (v1/config/training_args.py)
+    r, c = knobs("llamafactory-v1-lora-sft.yaml")
+    assert r.format == "llamafactory-v1" and r.model == "Qwen/Qwen3-4B"
+    assert (c.method, c.lora_rank, c.lora_dropout, c.lora_targets) == (
+        "lora",
+        16,
+        0.05,
+        "all-linear",
+    )
+    assert (c.zero, c.micro_batch, c.seq_len, c.checkpointing) == (3, 1, 2048, "full")
+    assert c.recipe == "bf16-torch"
+
+
+def test_torchtune_quantize_base_is_qlora():
+    # lora_llama3_8b with quantize_base: True (what every qlora_* builder passes) and use_dora
+    r, c = knobs("torchtune-8B-qdora-single-device.yaml")
+    assert (c.method, c.quant, c.lora_rank) == ("qlora", "nf4-dq", 8)
+    assert status(r, "model.use_dora") == "unmapped"
+
+
+def test_accelerate_deepspeed_json_is_read():
+    # distributed_type DEEPSPEED, deepspeed_config_file → zero_stage1_config.json: stage 1,
+    # fp16 enabled; num_processes 2
+    r, c = knobs("accelerate-deepspeed.yaml", gpus=None)
+    assert (c.zero, c.compute_dtype, c.dp) == (1, "fp16", 2)
+    assert r.fields["recipe"] == "bf16-master"  # DeepSpeed fp16: 16-bit weights, fp32 master
+
+
+@pytest.mark.parametrize(
+    "name,says",
+    [
+        ("torchtune-evaluation.yaml", "torchtune evaluation config"),
+        ("torchtune-7B-full-ppo.yaml", "torchtune PPO config"),
+        ("llamafactory-inference.yaml", "inference or export config"),
+    ],
+)
+def test_non_training_configs_refused_in_one_line(capsys, name, says):
+    code = main(["check", str(DATA / name), "--model", "llama-3.2-1b", "--gpu", "rtx-4090"])
+    err = capsys.readouterr().err
+    assert code == 2 and says in err and err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_unknown_torchtune_builder_is_named(capsys, tmp_path):
+    src = (DATA / "torchtune-1B-lora-single-device.yaml").read_text()
+    f = tmp_path / "tt.yaml"
+    f.write_text(src.replace("lora_llama3_2_1b", "lora_qwen2_5_7b_instruct"))
+    code = main(["check", str(f), "--gpu", "rtx-4090"])
+    err = capsys.readouterr().err
+    assert code == 2 and "torchtune.models.llama3_2.lora_qwen2_5_7b_instruct" in err
+    assert err.count("\n") == 1
