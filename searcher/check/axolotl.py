@@ -103,6 +103,6 @@ def fsdp_shard(fc: dict[str, Any], legacy: Any) -> int:
             return 3 if fc[key] else 2
     strategy = str(fc.get("sharding_strategy", fc.get("fsdp_sharding_strategy", ""))).upper()
     if not strategy and isinstance(legacy, list | str):
-        spec = " ".join(legacy) if isinstance(legacy, list) else legacy
+        spec = " ".join(map(str, legacy)) if isinstance(legacy, list) else legacy
         strategy = "SHARD_GRAD_OP" if "shard_grad_op" in spec.lower() else ""
     return {"SHARD_GRAD_OP": 2, "NO_SHARD": 0, "1": 3, "2": 2, "3": 0}.get(strategy, 3)

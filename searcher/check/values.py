@@ -48,6 +48,8 @@ def check_values(doc: Document) -> None:
         key = dotted.rsplit(".", 1)[-1]
         if key == "r" and dotted == "r" and "peft_type" in doc.data:
             key = "lora_r"  # a PEFT adapter_config.json names the rank r
+        if dotted == "peft_config.r":
+            key = "lora_r"  # LLaMA-Factory v1's peft_config holds PEFT's LoraConfig keys
         if dotted.endswith("zero_optimization.stage"):
             key = "zero_stage"
         if value is None or value in DEFERRED:
