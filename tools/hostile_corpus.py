@@ -1153,6 +1153,18 @@ add(
     {"a.yaml": {"text": AX + "batch_size: many\nmicro_batch_size: 2\n"}},
 )
 
+add(
+    "check-torchtune-attn-modules-nested",
+    ["check", "{tmp}/tt.yaml", *G],
+    "model.lora_attn_modules must be a list of module names",
+    {
+        "tt.yaml": {
+            "text": TT + "  lora_attn_modules: [[q_proj]]\n"
+            "optimizer:\n  _component_: torch.optim.AdamW\nbatch_size: 2\n"
+        }
+    },
+)
+
 with open("tests/data/hostile/cases.jsonl", "w", encoding="utf-8") as f:
     for c in cases:
         f.write(json.dumps(c, ensure_ascii=True) + "\n")

@@ -12,7 +12,8 @@ from __future__ import annotations
 from typing import Any
 
 from constraints.errors import FitplanError
-from searcher.check.doc import DELETE, Document, get
+from constraints.limits import excerpt
+from searcher.check.doc import DELETE, Document, get, key_line
 from searcher.check.reading import Edit, Reading
 from searcher.check.values import section
 
@@ -116,7 +117,14 @@ def read_torchtune(doc: Document) -> Reading:
         if get(d, "model.lora_dropout") is not None:
             r.fields["lora_dropout"] = float(get(d, "model.lora_dropout"))
             r.read(doc, "model.lora_dropout", "lora_dropout")
-        attn = [TT_TO_HF.get(m, m) for m in get(d, "model.lora_attn_modules", []) or []]
+        mods = get(d, "model.lora_attn_modules", []) or []
+        if not isinstance(mods, list) or not all(isinstance(m, str) for m in mods):
+            line = key_line(doc, "model.lora_attn_modules")
+            raise FitplanError(
+                f"{doc.path}:{line or '?'}: model.lora_attn_modules must be a list of module "
+                f"names (q_proj, k_proj, v_proj, output_proj), got {excerpt(mods)}"
+            )
+        attn = [TT_TO_HF.get(m, m) for m in mods]
         mlp = MLP if get(d, "model.apply_lora_to_mlp") else []
         targets = attn + mlp
         if sorted(targets) == sorted([*TT_TO_HF.values(), *MLP]):
@@ -148,6 +156,7 @@ def read_torchtune(doc: Document) -> Reading:
             r.fields[fld] = d[key]
             r.read(doc, key, fld)
     opt = get(d, "optimizer._component_")
+    opt = opt if isinstance(opt, str) or opt is None else str(opt)
     if opt in OPTIMIZERS:
         r.fields["optimizer"] = OPTIMIZERS[opt]
         if OPTIMIZERS[opt] == "sgd" and get(d, "optimizer.momentum"):
@@ -158,6 +167,7 @@ def read_torchtune(doc: Document) -> Reading:
     if "fused" in section(doc, "optimizer"):
         r.ignore(doc, "optimizer.fused", "fused kernel: speed, not memory")
     loss = get(d, "loss._component_")
+    loss = loss if isinstance(loss, str) or loss is None else str(loss)
     if loss in LOSSES:
         r.fields["loss"] = LOSSES[loss]
         r.read(doc, "loss._component_", "loss")
