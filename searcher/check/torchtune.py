@@ -124,7 +124,7 @@ def read_torchtune(doc: Document) -> Reading:
                 f"{doc.path}:{line or '?'}: model.lora_attn_modules must be a list of module "
                 f"names (q_proj, k_proj, v_proj, output_proj), got {excerpt(mods)}"
             )
-        attn = [TT_TO_HF.get(m, m) for m in mods]
+        attn: list[str] = [TT_TO_HF.get(str(m), str(m)) for m in mods]
         mlp = MLP if get(d, "model.apply_lora_to_mlp") else []
         targets = attn + mlp
         if sorted(targets) == sorted([*TT_TO_HF.values(), *MLP]):
