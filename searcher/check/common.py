@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from searcher.check.doc import Document, get
+from searcher.check.lora_regex import is_regex, regex_targets
 from searcher.check.reading import Edit, Reading
 
 #: HF Trainer ``optim`` (also axolotl ``optimizer``, LLaMA-Factory ``optim``) → fitplan optimizer
@@ -96,6 +97,10 @@ def lora_targets(value: Any) -> str | None:
         v = value.strip().lower()
         if v in ("all-linear", "all_linear", "all"):
             return "all-linear"
+        if is_regex(value):
+            found = regex_targets(value)
+            if found:
+                return ",".join(found)
         return ",".join(x.strip() for x in value.split(",") if x.strip())
     if isinstance(value, list):
         return ",".join(str(x).strip() for x in value)

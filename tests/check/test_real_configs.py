@@ -148,3 +148,34 @@ def test_unknown_torchtune_builder_is_named(capsys, tmp_path):
     err = capsys.readouterr().err
     assert code == 2 and "torchtune.models.llama3_2.lora_qwen2_5_7b_instruct" in err
     assert err.count("\n") == 1
+
+
+def test_axolotl_regex_target_modules():
+    # lora_target_modules is one string: PEFT treats it as a regex, fully matched against module
+    # names ('model.language_model.layers.[\d]+.(mlp|cross_attn|self_attn).(up|down|gate|q|k|v|o)_proj');
+    # it selects the seven projections of the language model's layers
+    _r, c = knobs("axolotl-vision-lora-11b.yaml")
+    assert set(c.lora_targets.split(",")) == {
+        "q_proj",
+        "k_proj",
+        "v_proj",
+        "o_proj",
+        "gate_proj",
+        "up_proj",
+        "down_proj",
+    }
+
+
+def test_regex_target_modules_check_against_a_catalog_model(capsys):
+    # before, the regex reached the model as one module name and was refused ("match no module")
+    code = main(
+        [
+            "check",
+            str(DATA / "axolotl-vision-lora-11b.yaml"),
+            "--model",
+            "llama-3.1-8b",
+            "--gpu",
+            "h100-sxm",
+        ]
+    )
+    assert code in (0, 1), capsys.readouterr().err
