@@ -275,6 +275,11 @@ def train_config(r: Reading, overrides: dict[str, Any], gpus: int | None) -> Tra
             fields["zero"] = r.fields["zero"]
     if r.format != "fitplan" or gpus:
         fields["dp"] = n // (tp * pp)
+    if not gpus and not r.gpus and fields.get("zero") and r.format != "fitplan":
+        r.notes.append(
+            "the files shard (ZeRO / FSDP) but name no GPU count (the launcher sets it): "
+            "1 GPU assumed — pass --gpus N"
+        )
     if fields.get("offload", "none") != "none" and not fields.get("zero"):
         fields["offload"] = "none"
         r.notes.append("offload without ZeRO/FSDP sharding has no effect: ignored")
