@@ -31,6 +31,8 @@ OPTIMIZERS = {
     "torch.optim.Adafactor": "adafactor",
     "bitsandbytes.optim.Lion32bit": "lion",
 }
+#: bitsandbytes' paged 32-bit AdamW (torchtune's *_low_memory / single-device full configs)
+PAGED_32BIT = ("bitsandbytes.optim.PagedAdamW", "bitsandbytes.optim.PagedAdamW32bit")
 TT_TO_HF = {"q_proj": "q_proj", "k_proj": "k_proj", "v_proj": "v_proj", "output_proj": "o_proj"}
 MLP = ["gate_proj", "up_proj", "down_proj"]
 
@@ -162,6 +164,12 @@ def read_torchtune(doc: Document) -> Reading:
         if OPTIMIZERS[opt] == "sgd" and get(d, "optimizer.momentum"):
             r.fields["optimizer"] = "sgd-momentum"
         r.read(doc, "optimizer._component_", "optimizer")
+    elif opt in PAGED_32BIT:
+        # fp32 states in CUDA unified memory, paged out only under pressure (bitsandbytes
+        # optim/adamw.py PagedAdamW: AdamW with is_paged=True, optim_bits=32)
+        r.fields["optimizer"] = "adamw"
+        r.read(doc, "optimizer._component_", "optimizer", "paged 32-bit AdamW: modelled as AdamW")
+        r.notes.append(f"{opt}: paged fp32 AdamW states, modelled as resident AdamW")
     elif opt is not None:
         r.unmapped(doc, "optimizer._component_", f"{opt} has no fitplan model")
     if "fused" in section(doc, "optimizer"):

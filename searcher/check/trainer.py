@@ -299,6 +299,8 @@ def read_trainer(
         if d.get("bf16") == "auto" and not gpu_bf16:
             bf, fp = False, True
         half = "bf16" if bf else "fp16" if fp else None
+        if fmt == "llamafactory" and d.get("pure_bf16"):
+            half = "bf16"  # parser.py: compute_dtype bf16 for pure_bf16, with or without bf16
         for key in ("bf16", "fp16"):
             if key in d:
                 r.read(doc, key, "recipe")

@@ -179,3 +179,19 @@ def test_regex_target_modules_check_against_a_catalog_model(capsys):
         ]
     )
     assert code in (0, 1), capsys.readouterr().err
+
+
+def test_llamafactory_pure_bf16_without_bf16_key():
+    # pure_bf16: true and no bf16 key: parser.py sets compute_dtype bf16 for pure_bf16 and
+    # model/adapter.py keeps the trainable parameters in it (no fp32 upcast) → a bf16 model with
+    # torch AdamW; use_galore: true is not modelled and says so
+    r, c = knobs("llamafactory-galore-pure-bf16.yaml")
+    assert (c.method, c.recipe) == ("full", "bf16-torch")
+    assert status(r, "use_galore") == "unmapped"
+
+
+def test_torchtune_paged_adamw_32bit():
+    # optimizer bitsandbytes.optim.PagedAdamW (32-bit states, paged): modelled as AdamW and read
+    r, c = knobs("torchtune-qwen2_5-1.5B-full-single-device.yaml")
+    assert c.optimizer == "adamw" and c.method == "full"
+    assert status(r, "optimizer._component_") == "read"
