@@ -293,6 +293,17 @@ def read_deepspeed(r: Reading, doc: Document, half_flag: str | None) -> dict[str
     ):
         if get(ds, key) is not None:
             r.ignore(doc, key, "communication scheduling (time, not the modelled memory)")
+    autotp = get(ds, "tensor_parallel.autotp_size")
+    if isinstance(autotp, int) and autotp > 1:
+        r.unmapped(
+            doc,
+            "tensor_parallel.autotp_size",
+            f"DeepSpeed AutoTP {autotp}-way tensor parallelism is not read (data parallel assumed)",
+        )
+    if isinstance(ds.get("autotuning"), dict):
+        r.ignore(
+            doc, "autotuning", "DeepSpeed autotuning searches the batch; the file's own is read"
+        )
     if isinstance(ds.get("activation_checkpointing"), dict):
         r.unmapped(
             doc,

@@ -396,4 +396,8 @@ def read_trainer(
     from searcher.check.trainer_write import trainer_writer
 
     r.writer = trainer_writer(fmt)
+    if ds_main:
+        from searcher.check.trainer_write import deepspeed_writer
+
+        r.writer = deepspeed_writer
     return r

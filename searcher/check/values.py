@@ -36,6 +36,10 @@ COUNT_KEYS: dict[str, Bound] = {
 }
 #: keys holding a dropout probability
 FRACTION_KEYS = ("lora_dropout",)
+#: sections whose keys name other settings rather than set them: DeepSpeed's autotuning
+#: ``arg_mappings`` maps config keys to the training script's flags
+#: (deepspeed/autotuning/config.py), e.g. "train_micro_batch_size_per_gpu": "--per_device_…"
+MAPPING_SECTIONS = ("autotuning.",)
 #: values that defer to another file or the framework's default
 DEFERRED = ("auto",)
 
@@ -45,6 +49,8 @@ def check_values(doc: Document) -> None:
     if not isinstance(doc.data, dict):
         return
     for dotted, value in flat_keys(doc.data).items():
+        if dotted.startswith(MAPPING_SECTIONS):
+            continue
         key = dotted.rsplit(".", 1)[-1]
         if key == "r" and dotted == "r" and "peft_type" in doc.data:
             key = "lora_r"  # a PEFT adapter_config.json names the rank r

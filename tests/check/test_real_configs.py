@@ -195,3 +195,24 @@ def test_torchtune_paged_adamw_32bit():
     r, c = knobs("torchtune-qwen2_5-1.5B-full-single-device.yaml")
     assert c.optimizer == "adamw" and c.method == "full"
     assert status(r, "optimizer._component_") == "read"
+
+
+def test_deepspeed_autotuning_arg_mappings_are_not_counts(capsys):
+    # "autotuning": {"arg_mappings": {"train_micro_batch_size_per_gpu": "--per_device_train_batch_size"}}
+    # maps a key to the script's flag (deepspeed/autotuning/config.py): not a micro-batch value
+    code = main(
+        ["check", str(DATA / "ds_config_tune.json"), "--model", "gpt2", "--gpu", "rtx-4090"]
+    )
+    assert code in (0, 1), capsys.readouterr().err
+
+
+def test_deepspeed_json_alone_is_read_and_edited_in_its_own_keys():
+    # zero_optimization.stage 2, bf16/fp16 enabled "auto", tensor_parallel.autotp_size 2
+    r, c = knobs("ds_z2_autotp_config.json")
+    assert c.zero == 2 and c.recipe == "bf16-master"
+    assert status(r, "tensor_parallel.autotp_size") == "unmapped"
+    # a change of method lives in the training config, not in the DeepSpeed JSON
+    assert r.writer is not None
+    assert r.writer(r, c, c.model_copy(update={"method": "lora"})) is None
+    edits = r.writer(r, c, c.model_copy(update={"zero": 3}))
+    assert [(e.key, e.value) for e in edits] == [("zero_optimization.stage", 3)]
