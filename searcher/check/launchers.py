@@ -38,7 +38,12 @@ def read_accelerate(doc: Document, load_ds: Any) -> tuple[Reading, Document | No
     kind = str(d.get("distributed_type", "NO")).upper()
     r.read(doc, "distributed_type", "zero")
     procs = d.get("num_processes")
-    if isinstance(procs, int):
+    if kind == "NO" and isinstance(procs, int) and procs > 1:
+        # accelerate launch_command: distributed_type NO sets neither multi_gpu nor deepspeed /
+        # fsdp, so simple_launcher starts one process whatever num_processes says
+        r.gpus = 1
+        r.ignore(doc, "num_processes", "distributed_type NO: accelerate starts one process")
+    elif isinstance(procs, int):
         machines = d.get("num_machines", 1) if isinstance(d.get("num_machines"), int) else 1
         r.gpus = procs if procs >= machines else procs * machines
         r.read(doc, "num_processes", "dp", "processes = GPUs")

@@ -216,3 +216,10 @@ def test_deepspeed_json_alone_is_read_and_edited_in_its_own_keys():
     assert r.writer(r, c, c.model_copy(update={"method": "lora"})) is None
     edits = r.writer(r, c, c.model_copy(update={"zero": 3}))
     assert [(e.key, e.value) for e in edits] == [("zero_optimization.stage", 3)]
+
+
+def test_accelerate_distributed_no_is_one_process():
+    # distributed_type "NO" with num_processes 8: accelerate v1.14.0 launch_command picks
+    # simple_launcher (one process) for it; the TRL file still pairs with a training config
+    r, c = knobs("accelerate-trl-single-gpu.yaml", "axolotl-lora-1b.yml")
+    assert c.dp == 1 and r.gpus == 1
