@@ -69,10 +69,26 @@ def refuse_non_training(doc: Document) -> None:
         )
 
 
+#: builders the emit table does not name whose shapes are a catalog model's (torchtune v0.6.1):
+#: models/llama3_3/_model_builders.py ``llama3_3_70b = llama3_1_70b``; models/qwen2_5's
+#: ``qwen2_5_*_instruct`` take the ``_base`` builder's sizes (only max_seq_len, and norm_eps
+#: for 14B-72B, differ — neither changes a tensor's size)
+READ_ALIASES = {
+    "llama3_3_70b": "llama-3.1-70b",
+    "qwen2_5_1_5b_instruct": "qwen2.5-1.5b",
+    "qwen2_5_7b_instruct": "qwen2.5-7b",
+    "qwen2_5_14b_instruct": "qwen2.5-14b",
+    "qwen2_5_32b_instruct": "qwen2.5-32b",
+    "qwen2_5_72b_instruct": "qwen2.5-72b",
+}
+
+
 def _model_for_builder(builder: str) -> str | None:
     from searcher.emitters.formats.torchtune import table
 
     base = builder.removeprefix("qlora_").removeprefix("lora_")
+    if base in READ_ALIASES:
+        return READ_ALIASES[base]
     for model_id, entry in table()["models"].items():
         if entry["builder"] == base:
             return str(model_id)
@@ -86,7 +102,11 @@ def read_torchtune(doc: Document) -> Reading:
     comp = str(get(d, "model._component_"))
     builder = comp.rsplit(".", 1)[-1]
     r.model = _model_for_builder(builder)
-    r.read(doc, "model._component_", "model")
+    base = builder.removeprefix("qlora_").removeprefix("lora_")
+    why = f"the shapes of {r.model} (torchtune v0.6.1)" if base in READ_ALIASES else ""
+    r.read(doc, "model._component_", "model", why)
+    if why:
+        r.notes.append(f"model builder {builder}: {why}")
     if r.model is None:
         r.no_model = f"{doc.path}: model builder {comp} is not in fitplan's torchtune table"
         r.notes.append(f"model builder {builder} is not in fitplan's torchtune table: pass --model")

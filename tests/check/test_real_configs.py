@@ -143,10 +143,10 @@ def test_non_training_configs_refused_in_one_line(capsys, name, says):
 def test_unknown_torchtune_builder_is_named(capsys, tmp_path):
     src = (DATA / "torchtune-1B-lora-single-device.yaml").read_text()
     f = tmp_path / "tt.yaml"
-    f.write_text(src.replace("lora_llama3_2_1b", "lora_qwen2_5_7b_instruct"))
+    f.write_text(src.replace("lora_llama3_2_1b", "lora_phi3_mini"))
     code = main(["check", str(f), "--gpu", "rtx-4090"])
     err = capsys.readouterr().err
-    assert code == 2 and "torchtune.models.llama3_2.lora_qwen2_5_7b_instruct" in err
+    assert code == 2 and "torchtune.models.llama3_2.lora_phi3_mini" in err
     assert err.count("\n") == 1
 
 
@@ -223,3 +223,11 @@ def test_accelerate_distributed_no_is_one_process():
     # simple_launcher (one process) for it; the TRL file still pairs with a training config
     r, c = knobs("accelerate-trl-single-gpu.yaml", "axolotl-lora-1b.yml")
     assert c.dp == 1 and r.gpus == 1
+
+
+def test_torchtune_llama3_3_builder_reads_as_llama3_1_70b():
+    # lora_llama3_3_70b: torchtune v0.6.1 models/llama3_3/_model_builders.py defines it as
+    # lora_llama3_1_70b; lora_rank 16, batch_size 2, tokenizer.max_seq_len null
+    r, c = knobs("torchtune-llama3_3-70B-lora.yaml")
+    assert r.model == "llama-3.1-70b"
+    assert (c.method, c.lora_rank, c.micro_batch) == ("lora", 16, 2)
