@@ -228,11 +228,15 @@ def _merge_accelerate(r: Reading, acc: Reading) -> None:
             key in ("zero", "offload") and key in acc.fields
         ):
             r.fields[key] = acc.fields[key]
-    if half and r.fields.get("recipe") in (None, "fp32"):
-        from searcher.check.common import precision_fields
+    from searcher.check.common import precision_fields
 
-        ds = {"mode": ds_mode, "half": half} if ds_mode else None
-        r.fields.update(precision_fields(half, weights or "fp32", ds))
+    has_ds_json = any(_is_ds(d.data) for d in r.docs if isinstance(d.data, dict))
+    if half and ds_mode and not has_ds_json:
+        # accelerate's DeepSpeed plugin (inline zero_stage) with bf16/fp16: DeepSpeed's own mixed
+        # precision — 16-bit weights, fp32 master — whatever dtype the script loaded
+        r.fields.update(precision_fields(half, "fp32", {"mode": ds_mode, "half": half}))
+    elif half and r.fields.get("recipe") in (None, "fp32"):
+        r.fields.update(precision_fields(half, weights or "fp32", None))
     r.gpus = acc.gpus or r.gpus
     r.docs = [*r.docs, *acc.docs]
     r.uses += acc.uses

@@ -231,3 +231,11 @@ def test_torchtune_llama3_3_builder_reads_as_llama3_1_70b():
     r, c = knobs("torchtune-llama3_3-70B-lora.yaml")
     assert r.model == "llama-3.1-70b"
     assert (c.method, c.lora_rank, c.micro_batch) == ("lora", 16, 2)
+
+
+def test_accelerate_inline_deepspeed_uses_deepspeed_precision():
+    # the alignment-handbook's full SFT (torch_dtype bfloat16, bf16: true, batch 16) launched
+    # with its deepspeed_zero3.yaml (zero_stage 3, mixed_precision bf16, 8 processes): DeepSpeed's
+    # bf16 engine keeps an fp32 master of the 16-bit weights, whatever dtype the script loaded
+    _r, c = knobs("hf-trainer-zephyr-sft-full.yaml", "accelerate-ah-deepspeed-zero3.yaml")
+    assert (c.zero, c.dp, c.recipe, c.micro_batch) == (3, 8, "bf16-master", 16)
