@@ -239,3 +239,18 @@ def test_accelerate_inline_deepspeed_uses_deepspeed_precision():
     # bf16 engine keeps an fp32 master of the 16-bit weights, whatever dtype the script loaded
     _r, c = knobs("hf-trainer-zephyr-sft-full.yaml", "accelerate-ah-deepspeed-zero3.yaml")
     assert (c.zero, c.dp, c.recipe, c.micro_batch) == (3, 8, "bf16-master", 16)
+
+
+def test_hub_model_named_by_the_file_not_cached_is_one_line(capsys, monkeypatch, tmp_path):
+    # base_model NousResearch/Llama-3.2-1B is not in the catalog; offline with an empty cache the
+    # refusal names the file's key (the user gave no --model) in one line
+    import huggingface_hub.constants as hc
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_HOME", str(tmp_path))
+    monkeypatch.setattr(hc, "HF_HUB_CACHE", str(tmp_path / "hub"))
+    monkeypatch.setattr(hc, "HF_HUB_OFFLINE", True)
+    code = main(["check", str(DATA / "axolotl-lora-1b.yml"), "--gpu", "rtx-4090"])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1
+    assert "axolotl-lora-1b.yml: base_model names NousResearch/Llama-3.2-1B" in err
