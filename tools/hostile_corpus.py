@@ -1165,6 +1165,13 @@ add(
     },
 )
 
+add(
+    "check-axolotl-rank-mapping",
+    ["check", "{tmp}/a.yaml", *G],
+    "lora_r must be a number, got a mapping",
+    {"a.yaml": {"text": AX + "adapter: lora\nlora_r:\n  a: 1\n"}},
+)
+
 with open("tests/data/hostile/cases.jsonl", "w", encoding="utf-8") as f:
     for c in cases:
         f.write(json.dumps(c, ensure_ascii=True) + "\n")

@@ -48,6 +48,7 @@ def check_values(doc: Document) -> None:
     """Refuse the first count or fraction of ``doc`` that is not a valid number."""
     if not isinstance(doc.data, dict):
         return
+    _no_mapping_counts(doc, doc.data, "")
     for dotted, value in flat_keys(doc.data).items():
         if dotted.startswith(MAPPING_SECTIONS):
             continue
@@ -64,6 +65,19 @@ def check_values(doc: Document) -> None:
             _whole(doc, dotted, value, key)
         elif key in FRACTION_KEYS:
             _fraction(doc, dotted, value)
+
+
+def _no_mapping_counts(doc: Document, data: dict[str, Any], prefix: str) -> None:
+    """A count or fraction key holding a mapping (flat_keys would descend into it unseen)."""
+    for key, value in data.items():
+        dotted = f"{prefix}{key}"
+        if not isinstance(value, dict) or dotted.startswith(MAPPING_SECTIONS):
+            continue
+        if value and (key in COUNT_KEYS or key in FRACTION_KEYS):
+            raise FitplanError(
+                f"{_where(doc, dotted)}: {dotted} must be a number, got a mapping {excerpt(value)}"
+            )
+        _no_mapping_counts(doc, value, dotted + ".")
 
 
 def _where(doc: Document, dotted: str) -> str:
