@@ -4,9 +4,8 @@
 ``src/axolotl/utils/schemas/enums.py`` (``LEGACY_ATTN_FLAG_TO_IMPL``, in priority order),
 ``src/axolotl/utils/config/__init__.py`` (``resolve_dtype``: bf16 "auto" is bf16 on a
 bf16-capable GPU, off when ``fp16`` is set; ``bfloat16`` / ``float16`` load the model in 16 bits
-without AMP; ``normalize_config``: ``gradient_accumulation_steps`` defaults to
-``batch_size // micro_batch_size``), ``src/axolotl/utils/schemas/training.py``
-(``micro_batch_size`` defaults to 1).
+without AMP), ``src/axolotl/utils/schemas/training.py`` (``micro_batch_size`` and
+``gradient_accumulation_steps`` default to 1).
 """
 
 from __future__ import annotations
@@ -85,13 +84,19 @@ def half_dtype(r: Reading, doc: Document, d: dict[str, Any], gpu_bf16: bool) -> 
     return None
 
 
-def grad_accum_from_batch(r: Reading, doc: Document, d: dict[str, Any]) -> None:
-    """``batch_size`` (the per-GPU total) when ``gradient_accumulation_steps`` is absent."""
-    if d.get("gradient_accumulation_steps") is not None or not isinstance(d.get("batch_size"), int):
-        return
-    micro = d.get("micro_batch_size") or AXOLOTL_DEFAULT_MICRO_BATCH
-    r.fields["grad_accum"] = max(1, d["batch_size"] // micro)
-    r.read(doc, "batch_size", "grad_accum", "batch_size ÷ micro_batch_size (axolotl)")
+def batch_size_key(r: Reading, doc: Document, d: dict[str, Any]) -> None:
+    """``batch_size`` does not set the accumulation in v0.18.0: the schema fills
+    ``gradient_accumulation_steps`` with its default 1 (schemas/training.py, since 9d5bfc12,
+    2025-06-18) before ``normalize_config`` computes ``gradient_accumulation_steps or
+    batch_size // micro_batch_size``; older releases took the quotient."""
+    if "batch_size" in d and d.get("gradient_accumulation_steps") is None:
+        r.ignore(
+            doc,
+            "batch_size",
+            "axolotl ≥ 2025-06 fills gradient_accumulation_steps with 1 before batch_size is "
+            "used (older releases: batch_size ÷ micro_batch_size); accumulation does not change "
+            "the memory of a step",
+        )
 
 
 def fsdp_shard(fc: dict[str, Any], legacy: Any) -> int:

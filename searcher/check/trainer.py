@@ -82,7 +82,7 @@ def read_trainer(
         r.fields["grad_accum"] = d["gradient_accumulation_steps"]
         r.read(doc, "gradient_accumulation_steps", "grad_accum")
     elif fmt == "axolotl":
-        axolotl.grad_accum_from_batch(r, doc, d)
+        axolotl.batch_size_key(r, doc, d)
     for key in (n["optimizer"], "optim", "optimizer"):
         if isinstance(d.get(key), str):
             trainer_optimizer(r, doc, key, d[key])

@@ -63,12 +63,15 @@ def test_axolotl_no_bf16_key_is_auto():
         assert status(r, key) == "unmapped", key
 
 
-def test_axolotl_batch_size_sets_accumulation():
-    # batch_size 2, micro_batch_size 1, no gradient_accumulation_steps: normalize_config sets
-    # accumulation = batch_size // micro_batch_size = 2; load_in_8bit + adapter lora;
-    # attn_implementation: xformers (memory-efficient kernel, no score matrix)
-    _r, c = knobs("axolotl-falcon-7b-lora.yml")
-    assert (c.micro_batch, c.grad_accum) == (1, 2)
+def test_axolotl_batch_size_and_int8_lora():
+    # batch_size 2, micro_batch_size 1, no gradient_accumulation_steps: axolotl v0.18.0's schema
+    # fills gradient_accumulation_steps with its default 1 (schemas/training.py) before
+    # normalize_config's "gradient_accumulation_steps or batch_size // micro_batch_size", so the
+    # accumulation is 1 — and batch_size is accounted for, not an unknown key;
+    # load_in_8bit + adapter lora; attn_implementation: xformers (no score matrix)
+    r, c = knobs("axolotl-falcon-7b-lora.yml")
+    assert (c.micro_batch, c.grad_accum) == (1, 1)
+    assert "gradient_accumulation_steps" in next(u.why for u in r.uses if u.key == "batch_size")
     assert (c.method, c.quant, c.attention) == ("qlora", "int8", "sdpa")
 
 
