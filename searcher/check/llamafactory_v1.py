@@ -38,14 +38,19 @@ def read_llamafactory_v1(doc: Document, load_ds: Any) -> Reading:
     r.model = d["model"]
     r.read(doc, "model", "model")
     r.fields["micro_batch"] = int(d.get("micro_batch_size") or V1_MICRO_BATCH)
-    r.read(doc, "micro_batch_size", "micro_batch")
+    if "micro_batch_size" in d:
+        r.read(doc, "micro_batch_size", "micro_batch")
     r.fields["seq_len"] = int(d.get("cutoff_len") or V1_CUTOFF_LEN)
-    r.read(doc, "cutoff_len", "seq_len", "every sequence modelled at this length")
+    if "cutoff_len" in d:
+        r.read(doc, "cutoff_len", "seq_len", "every sequence modelled at this length")
     if d.get("global_batch_size"):
         r.ignore(doc, "global_batch_size", "accumulation: changes steps, not memory per step")
     ckpt = d.get("enable_activation_checkpointing", True)
     r.fields["checkpointing"] = "full" if ckpt else "none"
-    r.read(doc, "enable_activation_checkpointing", "checkpointing")
+    if "enable_activation_checkpointing" in d:
+        r.read(doc, "enable_activation_checkpointing", "checkpointing")
+    else:
+        r.notes.append("LLaMA-Factory v1 checkpoints activations by default")
     peft = section(doc, "peft_config")
     name = str(peft.get("name", "")).lower()
     lora = name == "lora"
@@ -55,8 +60,14 @@ def read_llamafactory_v1(doc: Document, load_ds: Any) -> Reading:
         r.fields["lora_dropout"] = float(peft.get("lora_dropout") or 0.0)
         targets = peft.get("target_modules", "all")
         r.fields["lora_targets"] = "all-linear" if targets == "all" else lora_targets(targets)
-        for key in ("name", "r", "lora_dropout", "target_modules"):
-            r.read(doc, f"peft_config.{key}", "lora_rank" if key == "r" else "method")
+        for key, fld in (
+            ("name", "method"),
+            ("r", "lora_rank"),
+            ("lora_dropout", "lora_dropout"),
+            ("target_modules", "lora_targets"),
+        ):
+            if key in peft:
+                r.read(doc, f"peft_config.{key}", fld)
     elif peft:
         r.fields["method"] = "full"
         r.unmapped(
@@ -75,7 +86,8 @@ def read_llamafactory_v1(doc: Document, load_ds: Any) -> Reading:
         else:
             r.unmapped(doc, "quant_config", "this quantisation is not modelled")
     half = "bf16" if d.get("bf16", True) else None
-    r.read(doc, "bf16", "recipe")
+    if "bf16" in d:
+        r.read(doc, "bf16", "recipe")
     dist = section(doc, "dist_config")
     kind = str(dist.get("name", "")).lower()
     ds_prec = None
@@ -99,6 +111,21 @@ def read_llamafactory_v1(doc: Document, load_ds: Any) -> Reading:
     r.fields.update(precision_fields(half, weights, ds_prec, lora))
     if lora and r.fields["recipe"] not in ("fp32", "amp"):
         r.fields["adapter_dtype"] = "fp32"  # PEFT's autocast_adapter_dtype default
+    kernels = str(get(d, "kernel_config.name") or "").lower()
+    if kernels and kernels != "none":
+        r.unmapped(
+            doc, "kernel_config", "v1 fused kernels (RMSNorm, RoPE, SwiGLU…) are not modelled"
+        )
+    if "batching_strategy" in d:
+        r.read(doc, "batching_strategy", "seq_len", "every micro-batch modelled at cutoff_len")
+    for key, why in (
+        ("model_class", "the model class (llm, vlm…): the model named is what is counted"),
+        ("sample_backend", "generation of evaluation samples, not the training step"),
+        ("max_new_tokens", "generation of evaluation samples, not the training step"),
+        ("template", "data and tokenization"),
+    ):
+        if key in d:
+            r.ignore(doc, key, why)
     # v1 model_args.flash_attn: eager, sdpa (the default) or flash_attention_2
     impl = str(d.get("flash_attn", "sdpa")).lower()
     r.fields["attention"] = ATTN_IMPL.get(impl, "sdpa")
