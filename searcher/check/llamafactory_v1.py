@@ -77,12 +77,16 @@ def read_llamafactory_v1(doc: Document, load_ds: Any) -> Reading:
         r.fields["method"] = "full"
     quant = section(doc, "quant_config")
     if quant:
-        bits = quant.get("quantization_bit")
+        # v1 plugins/model_plugins/quantization.py: bnb, 4-bit when unset, double-quantised
+        # unless double_quantization: false
+        bits = quant.get("quantization_bit", 4)
         if str(quant.get("name", "bnb")).lower() in ("bnb", "auto") and bits in (4, 8):
-            r.fields["quant"] = "nf4" if bits == 4 else "int8"
+            dq = quant.get("double_quantization", True)
+            r.fields["quant"] = ("nf4-dq" if dq else "nf4") if bits == 4 else "int8"
             r.fields["method"] = "qlora"
-            r.read(doc, "quant_config.quantization_bit", "quant")
-            r.read(doc, "quant_config.name", "quant")
+            for key in ("quantization_bit", "name", "double_quantization"):
+                if key in quant:
+                    r.read(doc, f"quant_config.{key}", "quant")
         else:
             r.unmapped(doc, "quant_config", "this quantisation is not modelled")
     half = "bf16" if d.get("bf16", True) else None

@@ -257,3 +257,10 @@ def test_hub_model_named_by_the_file_not_cached_is_one_line(capsys, monkeypatch,
     err = capsys.readouterr().err
     assert code == 2 and err.count("\n") == 1
     assert "axolotl-lora-1b.yml: base_model names NousResearch/Llama-3.2-1B" in err
+
+
+def test_llamafactory_v1_qlora():
+    # quant_config name bnb, quantization_bit 4, no double_quantization key: v1's bnb plugin
+    # (plugins/model_plugins/quantization.py) double-quantises unless told otherwise; peft r 16
+    _r, c = knobs("llamafactory-v1-qlora.yaml")
+    assert (c.method, c.quant, c.lora_rank) == ("qlora", "nf4-dq", 16)
