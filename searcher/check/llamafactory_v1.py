@@ -3,7 +3,9 @@
 own keys. Defaults from ``src/llamafactory/v1/config/training_args.py`` (``micro_batch_size`` 1,
 ``cutoff_len`` 2048, ``bf16`` True, ``enable_activation_checkpointing`` True) and
 ``v1/core/model_engine.py`` (the model is loaded with ``dtype="auto"``, the checkpoint's 16-bit
-dtype, and cast to fp32 for full tuning: fp32 weights under bf16 autocast).
+dtype, and cast to fp32 for full tuning; bf16 compute only through the FSDP2 plugin's
+MixedPrecisionPolicy (plugins/trainer_plugins/distributed/fsdp2.py) or DeepSpeed — the trainer has
+no autocast).
 """
 
 from __future__ import annotations
@@ -111,6 +113,11 @@ def read_llamafactory_v1(doc: Document, load_ds: Any) -> Reading:
         r.unmapped(doc, "dist_config", f"distribution {kind or '?'} is not read")
     if get(d, "dist_config.cp_size") not in (None, 1):
         r.unmapped(doc, "dist_config.cp_size", "context parallelism is not modelled")
+    if not lora and ds_prec is None and not kind.startswith("fsdp") and half:
+        # full tuning casts the model to fp32 (model_engine.py) and only the FSDP2 plugin's
+        # MixedPrecisionPolicy (or DeepSpeed) computes in bf16: v1's trainer has no autocast
+        half = None
+        r.notes.append("v1 full tuning without FSDP2/DeepSpeed runs in fp32 (no autocast)")
     weights = "fp32" if not lora else half or "fp32"
     r.fields.update(precision_fields(half, weights, ds_prec, lora))
     if lora and r.fields["recipe"] not in ("fp32", "amp"):
