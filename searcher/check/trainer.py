@@ -182,6 +182,9 @@ def read_trainer(
             r.read(doc, "use_peft", "method")
     quant = "none"
     if d.get("load_in_4bit") is True:
+        if fmt == "axolotl" and d.get("adapter") != "qlora":
+            # v0.18.0 loaders/model.py builds the 4-bit BitsAndBytesConfig only for adapter qlora
+            r.unmapped(doc, "load_in_4bit", "axolotl quantises to 4 bits only with adapter: qlora")
         # axolotl's qlora BitsAndBytesConfig sets bnb_4bit_use_double_quant True (v0.18.0
         # loaders/model.py); TRL's ModelConfig use_bnb_nested_quant defaults to False
         nested = d.get("use_bnb_nested_quant", fmt == "axolotl" and d.get("adapter") == "qlora")
@@ -230,6 +233,7 @@ def read_trainer(
             r.read(doc, key, "quant")
     if quant != "none":
         lora = True
+
     if lora:
         r.fields["method"] = "qlora" if quant != "none" else "lora"
         r.fields["quant"] = quant

@@ -264,3 +264,13 @@ def test_llamafactory_v1_qlora():
     # (plugins/model_plugins/quantization.py) double-quantises unless told otherwise; peft r 16
     _r, c = knobs("llamafactory-v1-qlora.yaml")
     assert (c.method, c.quant, c.lora_rank) == ("qlora", "nf4-dq", 16)
+
+
+def test_axolotl_load_in_4bit_without_qlora_is_said(tmp_path):
+    # axolotl v0.18.0 loaders/model.py: the 4-bit BitsAndBytesConfig is built only for
+    # adapter: qlora; with adapter: lora the flag does not quantise, and check says so
+    src = (DATA / "axolotl-lora-1b.yml").read_text()
+    f = tmp_path / "a.yml"
+    f.write_text(src.replace("adapter: lora", "adapter: lora\nload_in_4bit: true", 1))
+    r = read_configs([str(f)])
+    assert status(r, "load_in_4bit") == "unmapped"
