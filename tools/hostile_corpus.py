@@ -666,13 +666,13 @@ add(
 add(
     "check-axolotl-mapping-rank",
     ["check", "{tmp}/a.yaml", *G],
-    "lora_r must be a whole number, got a mapping",
+    "lora_r must be a number, got a mapping",
     {"a.yaml": {"text": AX + "adapter: lora\nlora_r:\n  a: 1\n"}},
 )
 add(
     "check-llamafactory-mapping-dropout",
     ["check", "{tmp}/a.yaml", *G],
-    "lora_dropout must be a probability from 0 to below 1, got a mapping",
+    "lora_dropout must be a number, got a mapping",
     {
         "a.yaml": {
             "text": "model_name_or_path: meta-llama/Meta-Llama-3-8B-Instruct\n"
@@ -740,11 +740,13 @@ add(
     "batch_size -1 must be positive",
     {"tt.yaml": {"text": TT + "  lora_rank: 8\nbatch_size: -1\n"}},
 )
+#: a training config has an optimizer (a torchtune file without one is refused as non-training)
+TT_OPT = "optimizer:\n  _component_: torch.optim.AdamW\n"
 add(
     "check-torchtune-attn-modules-number",
     ["check", "{tmp}/tt.yaml", *G],
     "model.lora_attn_modules must be a list of module names",
-    {"tt.yaml": {"text": TT + "  lora_rank: 8\n  lora_attn_modules: 2\nbatch_size: 2\n"}},
+    {"tt.yaml": {"text": TT + "  lora_rank: 8\n  lora_attn_modules: 2\nbatch_size: 2\n" + TT_OPT}},
 )
 add(
     "check-torchtune-sharded-layers-nested",
@@ -752,7 +754,9 @@ add(
     "custom_sharded_layers must be a list of module names",
     {
         "tt.yaml": {
-            "text": TT + "  lora_rank: 8\nbatch_size: 2\ncustom_sharded_layers:\n- [output]\n"
+            "text": TT
+            + "  lora_rank: 8\nbatch_size: 2\ncustom_sharded_layers:\n- [output]\n"
+            + TT_OPT
         }
     },
 )
@@ -1104,6 +1108,107 @@ seen = set()
 for c in cases:
     assert c["id"] not in seen, c["id"]
     seen.add(c["id"])
+# ---- real configs that are not training configs, and the readers added with them (realcfg)
+TT_EVAL = TT + "tasks: [truthfulqa_mc2]\nbatch_size: 8\n"
+add(
+    "check-torchtune-evaluation-config",
+    ["check", "{tmp}/tt.yaml", *G],
+    "torchtune evaluation config",
+    {"tt.yaml": {"text": TT_EVAL}},
+)
+add(
+    "check-torchtune-generation-config",
+    ["check", "{tmp}/tt.yaml", *G],
+    "torchtune generation config",
+    {"tt.yaml": {"text": TT + "prompt:\n  user: hello\n"}},
+)
+add(
+    "check-torchtune-ppo-config",
+    ["check", "{tmp}/tt.yaml", *G],
+    "torchtune PPO config",
+    {
+        "tt.yaml": {
+            "text": "policy_model:\n  _component_: torchtune.models.mistral.mistral_7b\n"
+            "optimizer:\n  _component_: torch.optim.AdamW\nbatch_size: 64\n"
+        }
+    },
+)
+add(
+    "check-torchtune-unknown-builder",
+    ["check", "{tmp}/tt.yaml", "--gpu", "a100-80gb"],
+    "model builder torchtune.models.foo.lora_foo_9b is not in fitplan's torchtune table",
+    {
+        "tt.yaml": {
+            "text": "model:\n  _component_: torchtune.models.foo.lora_foo_9b\n"
+            "optimizer:\n  _component_: torch.optim.AdamW\nbatch_size: 2\n"
+        }
+    },
+)
+add(
+    "check-llamafactory-inference-config",
+    ["check", "{tmp}/lf.yaml", *G],
+    "inference or export config (infer_backend)",
+    {
+        "lf.yaml": {
+            "text": "model_name_or_path: Qwen/Qwen3-4B\ntemplate: qwen3\ninfer_backend: hf\n"
+        }
+    },
+)
+add(
+    "check-llamafactory-export-config",
+    ["check", "{tmp}/lf.yaml", *G],
+    "inference or export config (export_dir)",
+    {
+        "lf.yaml": {
+            "text": "model_name_or_path: Qwen/Qwen3-4B\nadapter_name_or_path: saves/x\n"
+            "finetuning_type: lora\nexport_dir: out\n"
+        }
+    },
+)
+add(
+    "check-llamafactory-v1-export-config",
+    ["check", "{tmp}/lf.yaml", *G],
+    "inference or export config (export_dir)",
+    {"lf.yaml": {"text": "model: Qwen/Qwen3-4B\npeft_config:\n  name: lora\n  export_dir: out\n"}},
+)
+add(
+    "check-llamafactory-v1-rank-text",
+    ["check", "{tmp}/lf.yaml", *G],
+    "peft_config.r must be a whole number",
+    {"lf.yaml": {"text": "model: Qwen/Qwen3-4B\npeft_config:\n  name: lora\n  r: lots\n"}},
+)
+add(
+    "check-llamafactory-v1-peft-scalar",
+    ["check", "{tmp}/lf.yaml", *G],
+    "peft_config must be a mapping",
+    {"lf.yaml": {"text": "model: Qwen/Qwen3-4B\npeft_config: lora\nmicro_batch_size: 1\n"}},
+)
+add(
+    "check-axolotl-batch-size-text",
+    ["check", "{tmp}/a.yaml", *G],
+    "batch_size must be a whole number",
+    {"a.yaml": {"text": AX + "batch_size: many\nmicro_batch_size: 2\n"}},
+)
+
+add(
+    "check-torchtune-attn-modules-nested",
+    ["check", "{tmp}/tt.yaml", *G],
+    "model.lora_attn_modules must be a list of module names",
+    {
+        "tt.yaml": {
+            "text": TT + "  lora_attn_modules: [[q_proj]]\n"
+            "optimizer:\n  _component_: torch.optim.AdamW\nbatch_size: 2\n"
+        }
+    },
+)
+
+add(
+    "check-axolotl-rank-mapping",
+    ["check", "{tmp}/a.yaml", *G],
+    "lora_r must be a number, got a mapping",
+    {"a.yaml": {"text": AX + "adapter: lora\nlora_r:\n  a: 1\n"}},
+)
+
 with open("tests/data/hostile/cases.jsonl", "w", encoding="utf-8") as f:
     for c in cases:
         f.write(json.dumps(c, ensure_ascii=True) + "\n")

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from searcher.check.doc import Document, get
+from searcher.check.lora_regex import is_regex, regex_targets
 from searcher.check.reading import Edit, Reading
 
 #: HF Trainer ``optim`` (also axolotl ``optimizer``, LLaMA-Factory ``optim``) → fitplan optimizer
@@ -96,6 +97,10 @@ def lora_targets(value: Any) -> str | None:
         v = value.strip().lower()
         if v in ("all-linear", "all_linear", "all"):
             return "all-linear"
+        if is_regex(value):
+            found = regex_targets(value)
+            if found:
+                return ",".join(found)
         return ",".join(x.strip() for x in value.split(",") if x.strip())
     if isinstance(value, list):
         return ",".join(str(x).strip() for x in value)
@@ -261,6 +266,12 @@ def read_deepspeed(r: Reading, doc: Document, half_flag: str | None) -> dict[str
         "zero_optimization.stage3_max_reuse_distance",
         "zero_optimization.stage3_param_persistence_threshold",
         "zero_optimization.sub_group_size",
+        # DeepSpeedZeroConfig field names (the stage3_ names are their aliases)
+        "zero_optimization.prefetch_bucket_size",
+        "zero_optimization.max_live_parameters",
+        "zero_optimization.max_reuse_distance",
+        "zero_optimization.param_persistence_threshold",
+        "zero_optimization.model_persistence_threshold",
     ):
         if get(ds, key) is not None:
             auto = (
@@ -282,6 +293,17 @@ def read_deepspeed(r: Reading, doc: Document, half_flag: str | None) -> dict[str
     ):
         if get(ds, key) is not None:
             r.ignore(doc, key, "communication scheduling (time, not the modelled memory)")
+    autotp = get(ds, "tensor_parallel.autotp_size")
+    if isinstance(autotp, int) and autotp > 1:
+        r.unmapped(
+            doc,
+            "tensor_parallel.autotp_size",
+            f"DeepSpeed AutoTP {autotp}-way tensor parallelism is not read (data parallel assumed)",
+        )
+    if isinstance(ds.get("autotuning"), dict):
+        r.ignore(
+            doc, "autotuning", "DeepSpeed autotuning searches the batch; the file's own is read"
+        )
     if isinstance(ds.get("activation_checkpointing"), dict):
         r.unmapped(
             doc,

@@ -14,6 +14,15 @@ from searcher.check.doc import Document, get
 from searcher.check.reading import Edit, Reading
 from searcher.check.values import section
 
+#: accelerate ``ParallelismConfig`` (parallelism_config.py, accelerate ≥ 1.10) sizes fitplan does
+#: not read: the GPUs are modelled as one data-parallel (sharded) group
+PARALLELISM_UNREAD = {
+    "tp_size": "tensor parallelism from parallelism_config is not read (data parallel assumed)",
+    "cp_size": "context parallelism is not modelled (each GPU holds the whole sequence)",
+    "sp_size": "sequence parallelism is not modelled (each GPU holds the whole sequence)",
+    "dp_replicate_size": "hybrid sharding (replica groups) is not read: sharded over all GPUs",
+}
+
 
 def is_accelerate(data: Any) -> bool:
     return isinstance(data, dict) and ("distributed_type" in data or "compute_environment" in data)
@@ -29,7 +38,12 @@ def read_accelerate(doc: Document, load_ds: Any) -> tuple[Reading, Document | No
     kind = str(d.get("distributed_type", "NO")).upper()
     r.read(doc, "distributed_type", "zero")
     procs = d.get("num_processes")
-    if isinstance(procs, int):
+    if kind == "NO" and isinstance(procs, int) and procs > 1:
+        # accelerate launch_command: distributed_type NO sets neither multi_gpu nor deepspeed /
+        # fsdp, so simple_launcher starts one process whatever num_processes says
+        r.gpus = 1
+        r.ignore(doc, "num_processes", "distributed_type NO: accelerate starts one process")
+    elif isinstance(procs, int):
         machines = d.get("num_machines", 1) if isinstance(d.get("num_machines"), int) else 1
         r.gpus = procs if procs >= machines else procs * machines
         r.read(doc, "num_processes", "dp", "processes = GPUs")
@@ -108,11 +122,24 @@ def read_accelerate(doc: Document, load_ds: Any) -> tuple[Reading, Document | No
                 if key in dc:
                     r.read(doc, f"deepspeed_config.{key}", "offload")
             r.fields["_ds_mode"] = "master" if r.fields["_half"] else None
+        if isinstance(dc.get("gradient_accumulation_steps"), int):
+            # DeepSpeedPlugin.gradient_accumulation_steps (accelerate utils/dataclasses.py)
+            r.fields["grad_accum"] = dc["gradient_accumulation_steps"]
+            r.read(doc, "deepspeed_config.gradient_accumulation_steps", "grad_accum")
         for key in ("zero3_init_flag", "zero3_save_16bit_model", "deepspeed_multinode_launcher"):
             if key in dc:
                 r.ignore(doc, f"deepspeed_config.{key}", "loading and saving, not the step")
     else:
         r.fields["zero"] = 0
+    pc = section(doc, "parallelism_config")
+    for key in PARALLELISM_UNREAD:
+        size = pc.get(f"parallelism_config_{key}")
+        if isinstance(size, int) and size > 1:
+            r.unmapped(
+                doc,
+                f"parallelism_config.parallelism_config_{key}",
+                f"{key} {size}: {PARALLELISM_UNREAD[key]}",
+            )
     if isinstance(d.get("gradient_accumulation_steps"), int):
         r.fields["grad_accum"] = d["gradient_accumulation_steps"]
         r.read(doc, "gradient_accumulation_steps", "grad_accum")

@@ -15,7 +15,7 @@ from typing import Any
 from constraints.config import TrainConfig
 from constraints.errors import FitplanError
 from searcher.check.common import _is_ds
-from searcher.check.doc import Document, read_document, set_key
+from searcher.check.doc import Document, get, read_document, set_key
 from searcher.check.launchers import is_accelerate, is_plan, read_accelerate, read_plan
 from searcher.check.reading import Edit, Reading
 from searcher.check.torchtune import is_torchtune, read_torchtune, sharding
@@ -27,6 +27,7 @@ FORMATS = (
     "torchtune",
     "hf-trainer",
     "llamafactory",
+    "llamafactory-v1",
     "accelerate",
     "deepspeed",
     "peft",
@@ -56,6 +57,10 @@ def detect(doc: Document) -> str | None:
         return "accelerate"
     if is_torchtune(d):
         return "torchtune"
+    from searcher.check.llamafactory_v1 import is_llamafactory_v1
+
+    if is_llamafactory_v1(d):
+        return "llamafactory-v1"
     if "finetuning_type" in d or "cutoff_len" in d or "quantization_bit" in d:
         return "llamafactory"
     if "base_model" in d or "micro_batch_size" in d or "adapter" in d or "sequence_len" in d:
@@ -66,6 +71,21 @@ def detect(doc: Document) -> str | None:
         or "gradient_accumulation_steps" in d
     ):
         return "hf-trainer"
+    return None
+
+
+#: LLaMA-Factory v0.9.5 examples/inference (``infer_backend``, for ``llamafactory-cli chat``) and
+#: examples/merge_lora (``export_dir``, for ``llamafactory-cli export``) name a model and train
+#: nothing; a training config has ``stage`` / ``do_train`` / ``output_dir``
+INFERENCE_KEYS = ("infer_backend", "export_dir")
+TRAINING_KEYS = ("stage", "do_train", "output_dir", "per_device_train_batch_size")
+
+
+def not_training(d: dict[str, Any]) -> str | None:
+    """Why a Trainer-looking YAML is not a training config (None: it is one)."""
+    found = [k for k in INFERENCE_KEYS if k in d or get(d, f"peft_config.{k}") is not None]
+    if found and not any(k in d for k in TRAINING_KEYS):
+        return f"a LLaMA-Factory inference or export config ({found[0]})"
     return None
 
 
@@ -109,6 +129,14 @@ def read_configs(
             "give an axolotl, torchtune, LLaMA-Factory, TrainingArguments, accelerate or DeepSpeed "
             "config (or fitplan's plan.json)",
         )
+    for k, d in kinds:
+        trainer_like = k in ("hf-trainer", "llamafactory", "llamafactory-v1")
+        why = not_training(d.data) if trainer_like else None
+        if why:
+            raise FitplanError(
+                f"{d.path}: {why}, not a training config",
+                "check the config you train with (LLaMA-Factory: the one with stage: sft)",
+            )
     loaded: dict[Path, Document] = {}
 
     def load_ds(base: Document, ref: str) -> Document | None:
@@ -133,6 +161,7 @@ def read_configs(
             "torchtune",
             "hf-trainer",
             "llamafactory",
+            "llamafactory-v1",
             "fitplan",
             "fitplan-script",
             "torchtune-command",
@@ -162,16 +191,23 @@ def read_configs(
             r = read_script(main, load_ds, extras)
         elif kind == "torchtune":
             r = read_torchtune(main)
+        elif kind == "llamafactory-v1":
+            from searcher.check.llamafactory_v1 import read_llamafactory_v1
+
+            r = read_llamafactory_v1(main, load_ds)
         else:
             r = read_trainer(kind, main, extras, gpu_bf16, load_ds)
+    elif extras:
+        # the DeepSpeed / PEFT files alone, or the DeepSpeed JSON an accelerate config points at
+        r = read_trainer("hf-trainer", extras[0], extras[1:], gpu_bf16, load_ds)
+        r.format = detect(extras[0]) or "deepspeed"
+        if acc_reading is not None:
+            r.notes.append("an accelerate config names no model or batch: pass --model")
     elif acc_reading is not None:
         r = Reading("accelerate", [])
         r.notes.append(
             "an accelerate config alone names no model or batch: pass --model, --micro-batch …"
         )
-    elif extras:
-        r = read_trainer("hf-trainer", extras[0], extras[1:], gpu_bf16, load_ds)
-        r.format = detect(extras[0]) or "deepspeed"
     else:
         raise FitplanError("no training config among the files")
     if acc_reading is not None:
@@ -192,11 +228,15 @@ def _merge_accelerate(r: Reading, acc: Reading) -> None:
             key in ("zero", "offload") and key in acc.fields
         ):
             r.fields[key] = acc.fields[key]
-    if half and r.fields.get("recipe") in (None, "fp32"):
-        from searcher.check.common import precision_fields
+    from searcher.check.common import precision_fields
 
-        ds = {"mode": ds_mode, "half": half} if ds_mode else None
-        r.fields.update(precision_fields(half, weights or "fp32", ds))
+    has_ds_json = any(_is_ds(d.data) for d in r.docs if isinstance(d.data, dict))
+    if half and ds_mode and not has_ds_json:
+        # accelerate's DeepSpeed plugin (inline zero_stage) with bf16/fp16: DeepSpeed's own mixed
+        # precision — 16-bit weights, fp32 master — whatever dtype the script loaded
+        r.fields.update(precision_fields(half, "fp32", {"mode": ds_mode, "half": half}))
+    elif half and r.fields.get("recipe") in (None, "fp32"):
+        r.fields.update(precision_fields(half, weights or "fp32", None))
     r.gpus = acc.gpus or r.gpus
     r.docs = [*r.docs, *acc.docs]
     r.uses += acc.uses
@@ -239,6 +279,11 @@ def train_config(r: Reading, overrides: dict[str, Any], gpus: int | None) -> Tra
             fields["zero"] = r.fields["zero"]
     if r.format != "fitplan" or gpus:
         fields["dp"] = n // (tp * pp)
+    if not gpus and not r.gpus and fields.get("zero") and r.format != "fitplan":
+        r.notes.append(
+            "the files shard (ZeRO / FSDP) but name no GPU count (the launcher sets it): "
+            "1 GPU assumed — pass --gpus N"
+        )
     if fields.get("offload", "none") != "none" and not fields.get("zero"):
         fields["offload"] = "none"
         r.notes.append("offload without ZeRO/FSDP sharding has no effect: ignored")

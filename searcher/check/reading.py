@@ -19,6 +19,10 @@ from constraints.frozen import frozen
 from searcher.check.doc import Document, flat_keys
 
 READ, IGNORED, UNMAPPED = "read", "ignored", "unmapped"
+#: why an unclaimed key is ignored: it holds nothing (the framework's default applies), or its
+#: name matches no pattern below
+EMPTY = "empty: the framework's default applies"
+UNKNOWN = "not memory-relevant to fitplan (unknown key)"
 
 #: key-name patterns that never change the memory of a training step, with the reason
 IGNORED_PATTERNS: tuple[tuple[str, str], ...] = (
@@ -94,6 +98,8 @@ class Reading:
     model: str | None = None
     gpus: int | None = None
     gpu: str | None = None
+    #: why the files name no model the catalog knows (shown when --model is not given)
+    no_model: str | None = None
     uses: list[KeyUse] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     #: (reading, old config, new config) → the edits to the user's files, or None if it cannot
@@ -124,7 +130,7 @@ class Reading:
         for doc in self.docs:
             if not isinstance(doc.data, dict):
                 continue
-            for key in flat_keys(doc.data):
+            for key, value in flat_keys(doc.data).items():
                 if any(
                     key == u.key or key.startswith(u.key + ".")
                     for u in self.uses
@@ -133,7 +139,7 @@ class Reading:
                     continue
                 why = next(
                     (w for pat, w in IGNORED_PATTERNS if re.search(pat, key.lower())),
-                    "not memory-relevant to fitplan (unknown key)",
+                    EMPTY if value is None or value == "" else UNKNOWN,
                 )
                 self.ignore(doc, key, why)
         return self

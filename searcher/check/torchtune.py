@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from constraints.errors import FitplanError
 from searcher.check.doc import DELETE, Document, get
 from searcher.check.reading import Edit, Reading
 from searcher.check.values import name_list, section
@@ -29,18 +30,64 @@ OPTIMIZERS = {
     "torch.optim.Adafactor": "adafactor",
     "bitsandbytes.optim.Lion32bit": "lion",
 }
+#: bitsandbytes' paged 32-bit AdamW (torchtune's *_low_memory / single-device full configs)
+PAGED_32BIT = ("bitsandbytes.optim.PagedAdamW", "bitsandbytes.optim.PagedAdamW32bit")
 TT_TO_HF = {"q_proj": "q_proj", "k_proj": "k_proj", "v_proj": "v_proj", "output_proj": "o_proj"}
 MLP = ["gate_proj", "up_proj", "down_proj"]
 
 
 def is_torchtune(data: Any) -> bool:
-    return isinstance(data, dict) and isinstance(get(data, "model._component_"), str)
+    return isinstance(data, dict) and any(
+        isinstance(get(data, f"{key}._component_"), str) for key in ("model", "policy_model")
+    )
+
+
+#: a recipe config's own keys that say which non-training recipe it drives (torchtune v0.6.1
+#: recipes/configs: eleuther_eval ``tasks``, generate ``prompt``, quantize ``quantizer``)
+NOT_TRAINING = (("tasks", "evaluation"), ("prompt", "generation"), ("quantizer", "quantization"))
+#: torchtune.rlhf losses: preference training (chosen + rejected, a reference model)
+PREFERENCE_LOSSES = ("torchtune.rlhf.loss.DPOLoss", "torchtune.rlhf.loss.RSOLoss")
+
+
+def refuse_non_training(doc: Document) -> None:
+    """Every torchtune training recipe builds ``cfg.optimizer``; evaluation, generation and
+    quantisation configs name a model but no optimizer. PPO (``policy_model``) trains a policy,
+    a value model and holds reference and reward models: not one model's step."""
+    d = doc.data
+    if isinstance(get(d, "policy_model._component_"), str):
+        raise FitplanError(
+            f"{doc.path}: a torchtune PPO config (policy, value, reference and reward models); "
+            "fitplan models one model's fine-tuning step",
+            "check a full / LoRA fine-tuning config of the policy model instead",
+        )
+    if "optimizer" not in d:
+        kind = next((k for key, k in NOT_TRAINING if key in d), "non-training")
+        raise FitplanError(
+            f"{doc.path}: a torchtune {kind} config (it has no optimizer), not a training config",
+            "check the recipe config you fine-tune with (…_full.yaml, …_lora.yaml)",
+        )
+
+
+#: builders the emit table does not name whose shapes are a catalog model's (torchtune v0.6.1):
+#: models/llama3_3/_model_builders.py ``llama3_3_70b = llama3_1_70b``; models/qwen2_5's
+#: ``qwen2_5_*_instruct`` take the ``_base`` builder's sizes (only max_seq_len, and norm_eps
+#: for 14B-72B, differ — neither changes a tensor's size)
+READ_ALIASES = {
+    "llama3_3_70b": "llama-3.1-70b",
+    "qwen2_5_1_5b_instruct": "qwen2.5-1.5b",
+    "qwen2_5_7b_instruct": "qwen2.5-7b",
+    "qwen2_5_14b_instruct": "qwen2.5-14b",
+    "qwen2_5_32b_instruct": "qwen2.5-32b",
+    "qwen2_5_72b_instruct": "qwen2.5-72b",
+}
 
 
 def _model_for_builder(builder: str) -> str | None:
     from searcher.emitters.formats.torchtune import table
 
     base = builder.removeprefix("qlora_").removeprefix("lora_")
+    if base in READ_ALIASES:
+        return READ_ALIASES[base]
     for model_id, entry in table()["models"].items():
         if entry["builder"] == base:
             return str(model_id)
@@ -49,17 +96,41 @@ def _model_for_builder(builder: str) -> str | None:
 
 def read_torchtune(doc: Document) -> Reading:
     d: dict[str, Any] = doc.data
+    refuse_non_training(doc)
     r = Reading("torchtune", [doc])
     comp = str(get(d, "model._component_"))
     builder = comp.rsplit(".", 1)[-1]
     r.model = _model_for_builder(builder)
-    r.read(doc, "model._component_", "model")
+    base = builder.removeprefix("qlora_").removeprefix("lora_")
+    why = f"the shapes of {r.model} (torchtune v0.6.1)" if base in READ_ALIASES else ""
+    r.read(doc, "model._component_", "model", why)
+    if why:
+        r.notes.append(f"model builder {builder}: {why}")
     if r.model is None:
+        r.no_model = f"{doc.path}: model builder {comp} is not in fitplan's torchtune table"
         r.notes.append(f"model builder {builder} is not in fitplan's torchtune table: pass --model")
     lora = builder.startswith(("lora_", "qlora_"))
-    r.fields["method"] = "qlora" if builder.startswith("qlora_") else "lora" if lora else "full"
-    if builder.startswith("qlora_"):
+    # qlora_* builders are lora_* with quantize_base=True (torchtune models/*/_model_builders.py)
+    quantized = builder.startswith("qlora_") or (lora and get(d, "model.quantize_base") is True)
+    r.fields["method"] = "qlora" if quantized else "lora" if lora else "full"
+    if quantized:
         r.fields["quant"] = "nf4-dq"  # torchao NF4 with double-quantised scalers
+    if lora and "quantize_base" in section(doc, "model"):
+        r.read(doc, "model.quantize_base", "quant")
+    if lora and get(d, "model.use_dora"):
+        r.unmapped(doc, "model.use_dora", "DoRA is not modelled (LoRA assumed)")
+    for key, why in (
+        (
+            "teacher_model",
+            "knowledge distillation: the teacher's weights and logits are not counted",
+        ),
+        ("kd_loss", "knowledge distillation: the teacher's weights and logits are not counted"),
+        ("ac_mode", "torchtune's selective activation checkpointing is not read (full or none)"),
+        ("ac_option", "torchtune's selective activation checkpointing is not read (full or none)"),
+        ("quantizer", "quantisation-aware training (fake-quantised weights) is not modelled"),
+    ):
+        if get(d, key) not in (None, False):
+            r.unmapped(doc, key, why)
     if lora:
         if "lora_rank" in section(doc, "model"):
             r.fields["lora_rank"] = int(get(d, "model.lora_rank"))
@@ -99,19 +170,34 @@ def read_torchtune(doc: Document) -> Reading:
             r.fields[fld] = d[key]
             r.read(doc, key, fld)
     opt = get(d, "optimizer._component_")
+    opt = opt if isinstance(opt, str) or opt is None else str(opt)
     if opt in OPTIMIZERS:
         r.fields["optimizer"] = OPTIMIZERS[opt]
         if OPTIMIZERS[opt] == "sgd" and get(d, "optimizer.momentum"):
             r.fields["optimizer"] = "sgd-momentum"
         r.read(doc, "optimizer._component_", "optimizer")
+    elif opt in PAGED_32BIT:
+        # fp32 states in CUDA unified memory, paged out only under pressure (bitsandbytes
+        # optim/adamw.py PagedAdamW: AdamW with is_paged=True, optim_bits=32)
+        r.fields["optimizer"] = "adamw"
+        r.read(doc, "optimizer._component_", "optimizer", "paged 32-bit AdamW: modelled as AdamW")
+        r.notes.append(f"{opt}: paged fp32 AdamW states, modelled as resident AdamW")
     elif opt is not None:
         r.unmapped(doc, "optimizer._component_", f"{opt} has no fitplan model")
     if "fused" in section(doc, "optimizer"):
         r.ignore(doc, "optimizer.fused", "fused kernel: speed, not memory")
     loss = get(d, "loss._component_")
+    loss = loss if isinstance(loss, str) or loss is None else str(loss)
     if loss in LOSSES:
         r.fields["loss"] = LOSSES[loss]
         r.read(doc, "loss._component_", "loss")
+    elif loss in PREFERENCE_LOSSES:
+        r.unmapped(
+            doc,
+            "loss._component_",
+            "preference training is not modelled: the chosen+rejected pair doubles each batch and "
+            "a reference model's log-probs are computed (an under-estimate)",
+        )
     dtype = str(d.get("dtype", "bf16"))
     r.fields["recipe"] = "fp32" if dtype == "fp32" else "bf16-torch"
     r.read(doc, "dtype", "recipe", "torchtune builds the model (and adapters) in this dtype")

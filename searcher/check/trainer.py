@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from searcher.check import axolotl, not_modelled
 from searcher.check.common import (
     ATTN_IMPL,
     DTYPES,
@@ -30,25 +31,6 @@ from searcher.check.values import section
 
 #: transformers TrainingArguments.per_device_train_batch_size default
 TRAINER_DEFAULT_MICRO_BATCH = 8
-UNMAPPED_KEYS: dict[str, str] = {
-    "activation_offloading": "activation offloading to CPU is not modelled",
-    "enable_activation_offloading": "activation offloading to CPU is not modelled",
-    "torch_compile": "torch.compile changes which tensors are saved; modelled as eager",
-    "peft_use_dora": "DoRA is not modelled (LoRA assumed)",
-    "use_dora": "DoRA is not modelled (LoRA assumed)",
-    "unfrozen_parameters": "partial freezing is not modelled",
-    "tensor_parallel_size": "axolotl tensor parallelism is not read",
-    "context_parallel_size": "context parallelism is not modelled",
-    "sequence_parallel_degree": "sequence parallelism is not modelled",
-    "fp8": "fp8 training is not read",
-    "relora_steps": "ReLoRA is not modelled",
-    "use_unsloth": "Unsloth's kernels save different tensors; modelled as plain HF",
-    "use_galore": "GaLore is not modelled",
-    "use_badam": "BAdam is not modelled",
-    "use_apollo": "APOLLO is not modelled",
-    "freeze_trainable_layers": "freeze tuning is not modelled",
-    "lora_on_cpu": "adapters on CPU are not modelled",
-}
 
 
 def _half(value: Any, gpu_bf16: bool) -> bool | None:
@@ -64,6 +46,8 @@ def read_trainer(
     n = NAMES[fmt]
     d: dict[str, Any] = doc.data or {}
     r = Reading(fmt, [doc, *extra])
+    # a DeepSpeed JSON checked on its own (or the one an accelerate config points at)
+    ds_main = fmt == "hf-trainer" and _is_ds(d)
     for key in (n["model"], "model_name_or_path", "base_model"):
         if isinstance(d.get(key), str):
             r.model = d[key]
@@ -97,6 +81,8 @@ def read_trainer(
     if isinstance(d.get("gradient_accumulation_steps"), int):
         r.fields["grad_accum"] = d["gradient_accumulation_steps"]
         r.read(doc, "gradient_accumulation_steps", "grad_accum")
+    elif fmt == "axolotl":
+        axolotl.batch_size_key(r, doc, d)
     for key in (n["optimizer"], "optim", "optimizer"):
         if isinstance(d.get(key), str):
             trainer_optimizer(r, doc, key, d[key])
@@ -127,19 +113,7 @@ def read_trainer(
             r.ignore(doc, "gradient_checkpointing_kwargs", "reentrant or not: same saved tensors")
     # attention
     if fmt == "axolotl":
-        for key, att in (
-            ("flash_attention", "flash"),
-            ("sdp_attention", "sdpa"),
-            ("xformers_attention", "sdpa"),
-            ("flex_attention", "sdpa"),
-            ("eager_attention", "eager"),
-        ):
-            if d.get(key) is True:
-                r.fields["attention"] = att
-                r.read(doc, key, "attention")
-            elif key in d:
-                r.read(doc, key, "attention")
-        r.fields.setdefault("attention", "sdpa")
+        axolotl.read_attention(r, doc, d)
     elif fmt == "llamafactory":
         fa = str(d.get("flash_attn", "auto")).lower()
         r.fields["attention"] = {"fa2": "flash", "sdpa": "sdpa", "disabled": "eager"}.get(
@@ -189,8 +163,14 @@ def read_trainer(
             r.read(doc, "adapter", "method")
     elif fmt == "llamafactory":
         ft = str(d.get("finetuning_type", "lora")).lower()
-        lora = ft == "lora"
-        if ft == "freeze":
+        lora = ft in ("lora", "oft")
+        if ft == "oft":
+            r.unmapped(
+                doc,
+                "finetuning_type",
+                "OFT adapters are modelled as LoRA (a frozen base and small trainable adapters)",
+            )
+        elif ft == "freeze":
             r.unmapped(doc, "finetuning_type", "freeze tuning is not modelled (full assumed)")
         else:
             r.read(doc, "finetuning_type", "method")
@@ -202,9 +182,13 @@ def read_trainer(
             r.read(doc, "use_peft", "method")
     quant = "none"
     if d.get("load_in_4bit") is True:
-        dq = get(
-            d, "bnb_config_kwargs.bnb_4bit_use_double_quant", d.get("use_bnb_nested_quant", False)
-        )
+        if fmt == "axolotl" and d.get("adapter") != "qlora":
+            # v0.18.0 loaders/model.py builds the 4-bit BitsAndBytesConfig only for adapter qlora
+            r.unmapped(doc, "load_in_4bit", "axolotl quantises to 4 bits only with adapter: qlora")
+        # axolotl's qlora BitsAndBytesConfig sets bnb_4bit_use_double_quant True (v0.18.0
+        # loaders/model.py); TRL's ModelConfig use_bnb_nested_quant defaults to False
+        nested = d.get("use_bnb_nested_quant", fmt == "axolotl" and d.get("adapter") == "qlora")
+        dq = get(d, "bnb_config_kwargs.bnb_4bit_use_double_quant", nested)
         quant = "nf4-dq" if dq else "nf4"
         if (
             str(
@@ -233,11 +217,23 @@ def read_trainer(
         else:
             r.unmapped(doc, "quantization_bit", f"{bits}-bit bases are not modelled")
         r.read(doc, "quantization_bit", "quant")
+        if "double_quantization" in d:
+            r.read(doc, "double_quantization", "quant")
+        method = str(d.get("quantization_method", "bnb")).lower()
+        if method != "bnb":
+            r.unmapped(
+                doc,
+                "quantization_method",
+                f"{method} quantisation stores differently from bitsandbytes: modelled as bnb",
+            )
+        elif "quantization_method" in d:
+            r.read(doc, "quantization_method", "quant")
     for key in ("load_in_4bit", "load_in_8bit"):
         if key in d:
             r.read(doc, key, "quant")
     if quant != "none":
         lora = True
+
     if lora:
         r.fields["method"] = "qlora" if quant != "none" else "lora"
         r.fields["quant"] = quant
@@ -281,24 +277,49 @@ def read_trainer(
             r.read(doc, "peft_autocast_adapter_dtype", "adapter_dtype")
     else:
         r.fields["method"] = "full"
+        for key in not_modelled.LORA_KEYS:
+            if key in d:
+                r.ignore(doc, key, "no adapter: the full model is trained")
     # precision
-    bf = _half(d.get("bf16"), gpu_bf16)
-    fp = (
-        _half(d.get("fp16"), not gpu_bf16)
-        if d.get("fp16") == "auto"
-        else _half(d.get("fp16"), gpu_bf16)
-    )
-    if d.get("bf16") == "auto" and not gpu_bf16:
-        bf, fp = False, True
-    half = "bf16" if bf else "fp16" if fp else None
-    for key in ("bf16", "fp16"):
-        if key in d:
-            r.read(doc, key, "recipe")
+    if fmt == "axolotl":
+        half = axolotl.half_dtype(r, doc, d, gpu_bf16)
+    elif ds_main:
+        # the JSON's own bf16 / fp16 sections decide (read_deepspeed); "auto" is the Trainer's
+        # flag, unknown without its config: the GPU's 16-bit type is assumed
+        auto = "auto" in (get(d, "bf16.enabled"), get(d, "fp16.enabled"))
+        half = ("bf16" if gpu_bf16 else "fp16") if auto else None
+        if auto:
+            r.notes.append(
+                f"bf16/fp16 enabled 'auto' take the Trainer's flag: {half} assumed (give the "
+                "training config beside the JSON)"
+            )
+    else:
+        bf = _half(d.get("bf16"), gpu_bf16)
+        fp = (
+            _half(d.get("fp16"), not gpu_bf16)
+            if d.get("fp16") == "auto"
+            else _half(d.get("fp16"), gpu_bf16)
+        )
+        if d.get("bf16") == "auto" and not gpu_bf16:
+            bf, fp = False, True
+        half = "bf16" if bf else "fp16" if fp else None
+        if fmt == "llamafactory" and d.get("pure_bf16"):
+            half = "bf16"  # parser.py: compute_dtype bf16 for pure_bf16, with or without bf16
+        for key in ("bf16", "fp16"):
+            if key in d:
+                r.read(doc, key, "recipe")
     if "tf32" in d:
         r.ignore(doc, "tf32", "TF32 matmuls change speed, not memory")
     # the dtype the model is loaded in
     if fmt in ("axolotl", "llamafactory"):
         weights = half or "fp32"  # both load the model in the dtype they train
+        # LLaMA-Factory model/adapter.py: every trainable parameter is cast to fp32 unless
+        # pure_bf16 or BAdam (under ZeRO-3 DeepSpeed's own precision decides, read below)
+        upcast = not d.get("pure_bf16") and not d.get("use_badam")
+        if fmt == "llamafactory" and not lora and upcast:
+            weights = "fp32"
+        if fmt == "llamafactory" and "pure_bf16" in d:
+            r.read(doc, "pure_bf16", "recipe", "bf16 weights, no fp32 upcast of trainable ones")
     else:
         td = d.get("torch_dtype", d.get("dtype"))
         weights = DTYPES.get(str(td).replace("torch.", ""), "fp32")
@@ -306,7 +327,7 @@ def read_trainer(
             # transformers 5's from_pretrained defaults to dtype="auto": the checkpoint's dtype
             # (16-bit for the catalog's models); transformers 4 loaded fp32 by default
             weights = half or "fp32"
-            if td is None and half:
+            if td is None and half and not ds_main:
                 r.notes.append(
                     "no torch_dtype: transformers ≥ 5 loads the checkpoint's 16-bit dtype; with "
                     "transformers 4 (fp32 by default) add torch_dtype: float32 to model that"
@@ -314,7 +335,8 @@ def read_trainer(
         for key in ("torch_dtype", "dtype"):
             if key in d:
                 r.read(doc, key, "recipe", "the dtype the model is loaded in")
-    ds_doc = next((x for x in extra if isinstance(x.data, dict) and _is_ds(x.data)), None)
+    ds_doc = doc if ds_main else None
+    ds_doc = ds_doc or next((x for x in extra if isinstance(x.data, dict) and _is_ds(x.data)), None)
     if ds_doc is None and isinstance(d.get("deepspeed"), dict):
         # the DeepSpeed config inline (axolotl's schema takes str | dict; fitplan writes it so)
         ds_doc = Document(path=doc.path, text=doc.text, kind=doc.kind, data=d["deepspeed"])
@@ -334,8 +356,7 @@ def read_trainer(
         r.fields.setdefault("offload", "none")
     elif fmt == "axolotl" and section(doc, "fsdp_config"):
         fc = section(doc, "fsdp_config")
-        reshard = fc.get("reshard_after_forward", fc.get("fsdp_reshard_after_forward", True))
-        r.fields["zero"] = 3 if reshard else 2
+        r.fields["zero"] = axolotl.fsdp_shard(fc, d.get("fsdp"))
         r.fields["offload"] = (
             "all" if fc.get("offload_params", fc.get("fsdp_offload_params")) else "none"
         )
@@ -345,7 +366,7 @@ def read_trainer(
         for key in ("fsdp_version", "fsdp"):
             if key in d:
                 r.read(doc, key, "zero")
-    elif fmt == "hf-trainer" and d.get("fsdp"):
+    elif fmt in ("hf-trainer", "llamafactory") and d.get("fsdp"):
         spec = str(d["fsdp"])
         r.fields["zero"] = 2 if "shard_grad_op" in spec else 3
         r.fields["offload"] = "all" if "offload" in spec else "none"
@@ -366,9 +387,12 @@ def read_trainer(
             r.fields["adapter_dtype"] = "fp32"
         if r.fields.get("adapter_dtype") == "fp32" and r.fields["recipe"] in ("fp32", "amp"):
             r.fields.pop("adapter_dtype")
-    for key, why in UNMAPPED_KEYS.items():
-        if d.get(key):
-            r.unmapped(doc, key, why)
+    not_modelled.mark(r, doc, d, not_modelled.TRAINER)
+    if fmt == "axolotl":
+        not_modelled.mark(r, doc, d, not_modelled.AXOLOTL)
+    elif fmt == "llamafactory":
+        not_modelled.mark(r, doc, d, not_modelled.LLAMAFACTORY)
+    not_modelled.mark_stage(r, doc, d, fmt)
     if fmt == "axolotl" and "sample_packing" in d and not d["sample_packing"]:
         r.notes.append(
             "sample_packing is off: batches are shorter than sequence_len; fitplan models the longest"
@@ -376,4 +400,8 @@ def read_trainer(
     from searcher.check.trainer_write import trainer_writer
 
     r.writer = trainer_writer(fmt)
+    if ds_main:
+        from searcher.check.trainer_write import deepspeed_writer
+
+        r.writer = deepspeed_writer
     return r

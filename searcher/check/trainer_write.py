@@ -145,3 +145,26 @@ def trainer_writer(fmt: str):
         return edits
 
     return write
+
+
+#: what a DeepSpeed JSON itself can say: ZeRO stage, offload, and its integer batch keys
+DS_FIELDS = {
+    "micro_batch": "train_micro_batch_size_per_gpu",
+    "grad_accum": "gradient_accumulation_steps",
+}
+
+
+def deepspeed_writer(r: Reading, old: Any, new: Any) -> list[Edit] | None:
+    """Edits when a DeepSpeed JSON is checked alone: only what the JSON holds; any other change
+    (the method, the sequence length, checkpointing…) lives in the training config, not here."""
+    doc = r.docs[0]
+    changed = {k for k, v in new.model_dump().items() if v != getattr(old, k)}
+    if changed - {"zero", "offload", *DS_FIELDS}:
+        return None
+    edits = deepspeed_edits(doc, old, new) or []
+    for fld, key in DS_FIELDS.items():
+        if fld in changed:
+            if not isinstance(doc.data.get(key), int):
+                return None  # "auto" or absent: the Trainer's value, in a file not given
+            edits.append(Edit(doc.path, key, getattr(new, fld)))
+    return edits

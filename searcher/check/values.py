@@ -36,6 +36,10 @@ COUNT_KEYS: dict[str, Bound] = {
 }
 #: keys holding a dropout probability
 FRACTION_KEYS = ("lora_dropout",)
+#: sections whose keys name other settings rather than set them: DeepSpeed's autotuning
+#: ``arg_mappings`` maps config keys to the training script's flags
+#: (deepspeed/autotuning/config.py), e.g. "train_micro_batch_size_per_gpu": "--per_device_…"
+MAPPING_SECTIONS = ("autotuning.",)
 #: values that defer to another file or the framework's default
 DEFERRED = ("auto",)
 
@@ -44,11 +48,15 @@ def check_values(doc: Document) -> None:
     """Refuse the first count or fraction of ``doc`` that is not a valid number."""
     if not isinstance(doc.data, dict):
         return
+    _no_mapping_counts(doc, doc.data, "")
     for dotted, value in flat_keys(doc.data).items():
-        _refuse_mapping_under_number_key(doc, dotted)
+        if dotted.startswith(MAPPING_SECTIONS):
+            continue
         key = dotted.rsplit(".", 1)[-1]
         if key == "r" and dotted == "r" and "peft_type" in doc.data:
             key = "lora_r"  # a PEFT adapter_config.json names the rank r
+        if dotted == "peft_config.r":
+            key = "lora_r"  # LLaMA-Factory v1's peft_config holds PEFT's LoraConfig keys
         if dotted.endswith("zero_optimization.stage"):
             key = "zero_stage"
         if value is None or value in DEFERRED:
@@ -59,18 +67,17 @@ def check_values(doc: Document) -> None:
             _fraction(doc, dotted, value)
 
 
-def _refuse_mapping_under_number_key(doc: Document, dotted: str) -> None:
-    """A count or fraction key holding a mapping (``lora_rank: {a: 1}``) is flattened into its
-    children by :func:`flat_keys`; refuse it by the key the number belongs to."""
-    parts = dotted.split(".")
-    for i, key in enumerate(parts[:-1]):
-        if key in COUNT_KEYS or key in FRACTION_KEYS:
-            parent = ".".join(parts[: i + 1])
-            kind = "a probability from 0 to below 1" if key in FRACTION_KEYS else "a whole number"
+def _no_mapping_counts(doc: Document, data: dict[str, Any], prefix: str) -> None:
+    """A count or fraction key holding a mapping (flat_keys would descend into it unseen)."""
+    for key, value in data.items():
+        dotted = f"{prefix}{key}"
+        if not isinstance(value, dict) or dotted.startswith(MAPPING_SECTIONS):
+            continue
+        if value and (key in COUNT_KEYS or key in FRACTION_KEYS):
             raise FitplanError(
-                f"{_where(doc, parent)}: {parent} must be {kind}, got a mapping "
-                f"{excerpt(get(doc.data, parent))}"
+                f"{_where(doc, dotted)}: {dotted} must be a number, got a mapping {excerpt(value)}"
             )
+        _no_mapping_counts(doc, value, dotted + ".")
 
 
 def _where(doc: Document, dotted: str) -> str:

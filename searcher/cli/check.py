@@ -142,9 +142,23 @@ def cmd_check(args: argparse.Namespace) -> int:
     model_ref = args.model or reading.model
     if not model_ref:
         raise FitplanError(
-            f"{args.configs[0]} names no model", "add --model NAME, a config.json path or org/name"
+            reading.no_model or f"{args.configs[0]} names no model",
+            "add --model NAME, a config.json path or org/name",
         )
-    spec = resolve_any_model(model_ref)
+    try:
+        spec = resolve_any_model(model_ref)
+    except FitplanError as err:
+        if args.model or not err.message.startswith(f"--model {model_ref}"):
+            raise
+        # the model came from the file, not from --model: say where it was named
+        where = next((u for u in reading.uses if u.field == "model"), None)
+        origin = f"{Path(where.file).name}: {where.key}" if where else str(args.configs[0])
+        raise FitplanError(
+            err.message.replace("--model ", f"{origin} names ", 1),
+            f"{err.hint}; or check with --model NAME from `fitplan models`"
+            if err.hint
+            else "pass --model NAME from `fitplan models`",
+        ) from None
     overrides: dict[str, Any] = {}
     if args.seq_len is not None:
         overrides["seq_len"] = args.seq_len

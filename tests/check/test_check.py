@@ -76,10 +76,12 @@ def test_axolotl_qlora_real_file(capsys):
     )
     c = out["config"]
     assert out["format"] == "axolotl"
-    # adapter: qlora, load_in_4bit: true, no double-quant key; lora_r 32; lora_dropout 0.05
+    # adapter: qlora, load_in_4bit: true, no bnb_config_kwargs: axolotl's own BitsAndBytesConfig
+    # sets bnb_4bit_use_double_quant True (v0.18.0 src/axolotl/loaders/model.py); lora_r 32;
+    # lora_dropout 0.05
     assert (c["method"], c["quant"], c["lora_rank"], c["lora_dropout"]) == (
         "qlora",
-        "nf4",
+        "nf4-dq",
         32,
         0.05,
     )
