@@ -1,0 +1,109 @@
+"""The Llama-like families' ``config.json`` → :class:`ModelSpec` (dense, MoE and MLA variants)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from constraints.errors import FitplanError
+from constraints.hf_config_fields import int_field as _int
+from constraints.hf_config_fields import positive as _positive
+from constraints.model_spec import ModelSpec
+
+_TIE_DEFAULT = {"gemma": True, "gemma2": True}
+
+
+def llama_like(
+    cfg: dict[str, Any],
+    common: dict[str, Any],
+    where: str,
+    model_type: str,
+    family_name: str | None = None,
+) -> ModelSpec:
+    hidden = _positive("hidden_size", _int(cfg, "hidden_size", where=where), where)
+    heads = _positive("num_attention_heads", _int(cfg, "num_attention_heads", where=where), where)
+    kv = cfg.get("num_key_value_heads")
+    kv_heads = (
+        heads
+        if kv is None
+        else _positive("num_key_value_heads", _int(cfg, "num_key_value_heads", where=where), where)
+    )
+    if heads % kv_heads:
+        raise FitplanError(
+            f"{where}: num_attention_heads {heads} is not a multiple of num_key_value_heads {kv_heads}"
+        )
+    head_dim = cfg.get("head_dim") or hidden // heads
+    if hidden % heads and not cfg.get("head_dim"):
+        raise FitplanError(
+            f"{where}: hidden_size {hidden} is not divisible by num_attention_heads {heads}"
+        )
+    layers = _positive("num_hidden_layers", _int(cfg, "num_hidden_layers", where=where), where)
+    kwargs: dict[str, Any] = {
+        "family": family_name or model_type,
+        "hidden": hidden,
+        "layers": layers,
+        "heads": heads,
+        "kv_heads": kv_heads,
+        "head_dim": int(head_dim),
+        "intermediate": _int(cfg, "intermediate_size", where=where),
+        "vocab": _positive("vocab_size", _int(cfg, "vocab_size", where=where), where),
+        "max_position": cfg.get("max_position_embeddings"),
+        "tie_embeddings": bool(cfg.get("tie_word_embeddings", _TIE_DEFAULT.get(model_type, False))),
+        "qkv_bias": bool(cfg.get("attention_bias", False)),
+        "o_bias": bool(cfg.get("attention_bias", False)),
+        "mlp_bias": bool(cfg.get("mlp_bias", False)),
+        "activation": str(cfg.get("hidden_act", cfg.get("hidden_activation", "silu"))),
+        "attention_dropout": float(cfg.get("attention_dropout", 0.0) or 0.0),
+        "sliding_window": cfg.get("sliding_window"),
+    }
+    if model_type in ("qwen2", "qwen2_moe"):
+        kwargs["qkv_bias"] = True  # Qwen2 always has q/k/v bias and none on o_proj
+        kwargs["o_bias"] = False
+    if model_type in ("gemma", "gemma2"):
+        kwargs["activation"] = str(
+            cfg.get("hidden_activation", cfg.get("hidden_act", "gelu_pytorch_tanh"))
+        )
+    if model_type == "gemma2":
+        kwargs["norms_per_layer"] = 4
+    if model_type == "phi3":
+        kwargs["fused_qkv"] = True
+        kwargs["fused_gate_up"] = True
+    if model_type == "olmo":
+        kwargs["norm"] = "nonparam"
+    if model_type == "olmo2":
+        kwargs["qk_norm"] = "full"
+        kwargs["post_norm"] = True
+    if model_type in ("qwen3", "qwen3_moe"):
+        kwargs["qk_norm"] = "head"
+    if model_type == "mixtral":
+        kwargs["num_experts"] = _int(cfg, "num_local_experts", where=where)
+        kwargs["experts_per_token"] = _int(cfg, "num_experts_per_tok", where=where, default=2)
+        kwargs["moe_intermediate"] = kwargs["intermediate"]
+    if model_type in ("qwen3_moe", "qwen2_moe"):
+        kwargs["num_experts"] = _int(cfg, "num_experts", where=where)
+        kwargs["experts_per_token"] = _int(cfg, "num_experts_per_tok", where=where)
+        kwargs["moe_intermediate"] = _int(cfg, "moe_intermediate_size", where=where)
+        kwargs["moe_every"] = _int(cfg, "decoder_sparse_step", where=where, default=1)
+        if cfg.get("mlp_only_layers"):
+            raise FitplanError(f"{where}: mlp_only_layers is not modelled", "pass raw numbers")
+        if model_type == "qwen2_moe":
+            kwargs["shared_experts"] = 1
+            kwargs["shared_expert_intermediate"] = _int(
+                cfg, "shared_expert_intermediate_size", where=where
+            )
+            kwargs["shared_expert_gate"] = True
+    if model_type == "deepseek_v3":
+        kwargs["num_experts"] = _int(cfg, "n_routed_experts", where=where)
+        kwargs["experts_per_token"] = _int(cfg, "num_experts_per_tok", where=where)
+        kwargs["moe_intermediate"] = _int(cfg, "moe_intermediate_size", where=where)
+        kwargs["shared_experts"] = _int(cfg, "n_shared_experts", where=where, default=0)
+        kwargs["shared_expert_intermediate"] = kwargs["moe_intermediate"] * kwargs["shared_experts"]
+        kwargs["first_dense_layers"] = _int(cfg, "first_k_dense_replace", where=where, default=0)
+        kwargs["moe_every"] = _int(cfg, "moe_layer_freq", where=where, default=1)
+        kwargs["q_lora_rank"] = _int(cfg, "q_lora_rank", where=where, default=0)
+        kwargs["kv_lora_rank"] = _int(cfg, "kv_lora_rank", where=where)
+        kwargs["qk_nope_head_dim"] = _int(cfg, "qk_nope_head_dim", where=where)
+        kwargs["qk_rope_head_dim"] = _int(cfg, "qk_rope_head_dim", where=where)
+        kwargs["v_head_dim"] = _int(cfg, "v_head_dim", where=where)
+        kwargs["head_dim"] = kwargs["qk_nope_head_dim"] + kwargs["qk_rope_head_dim"]
+        kwargs["kv_heads"] = heads
+    return ModelSpec(**common, **kwargs)
