@@ -14,8 +14,9 @@ from constraints.hf_config_fields import int_field as _int
 from constraints.hf_config_fields import per_head as _per_head
 from constraints.hf_config_fields import positive as _positive
 from constraints.hf_config_llama import llama_like as _llama_like
+from constraints.hf_config_types import read_model_type
 from constraints.limits import excerpt, read_text, shown_path, strict_json
-from constraints.model_spec import LLAMA_LIKE, SUPPORTED_TYPES, ModelSpec
+from constraints.model_spec import LLAMA_LIKE, ModelSpec
 
 
 def spec_from_hf_config(
@@ -37,58 +38,8 @@ def spec_from_hf_config(
     where = name or id
     if not isinstance(cfg, dict):
         raise FitplanError(f"{where}: config.json must hold a JSON object")
+    model_type, family_name, caveats = read_model_type(cfg, where, family)
     check_config_values(cfg, where)
-    spec = _parse(cfg, where, id, name, source, published_total_params, notes, family)
-    return check_spec(spec, where)
-
-
-def _parse(
-    cfg: dict[str, Any],
-    where: str,
-    id: str,
-    name: str | None,
-    source: str,
-    published_total_params: int | None,
-    notes: str,
-    family: str | None,
-) -> ModelSpec:
-    if "text_config" in cfg and "hidden_size" not in cfg:
-        raise FitplanError(
-            f"{where}: this is a multimodal config (it nests text_config)",
-            "pass the text model's config.json, or raw numbers",
-        )
-    raw_type = cfg.get("model_type")
-    if raw_type is not None and not isinstance(raw_type, str):
-        raise FitplanError(f"{where}: model_type must be a name, got {excerpt(raw_type)}")
-    model_type = (raw_type or "").strip().lower()
-    caveats = ""
-    family_name = model_type
-    supported = f"supported: {', '.join(SUPPORTED_TYPES)}"
-    if family is not None:
-        chosen = family.strip().lower()
-        if chosen not in SUPPORTED_TYPES:
-            raise FitplanError(f"--family {excerpt(family)} is not a supported family", supported)
-        if model_type in SUPPORTED_TYPES and model_type != chosen:
-            raise FitplanError(
-                f"--family {chosen} contradicts the config's model_type '{model_type}'",
-                "leave out --family: the config names its family",
-            )
-        if model_type != chosen:
-            caveats = (
-                f"model_type {excerpt(model_type or None)} read as {chosen} (--family {chosen})."
-            )
-        family_name = model_type or chosen
-        model_type = chosen
-    elif not model_type:
-        raise FitplanError(
-            f"{where}: config.json has no model_type",
-            f"{supported}; add --family NAME to read it as one, or pass raw numbers (--params …)",
-        )
-    elif model_type not in SUPPORTED_TYPES:
-        raise FitplanError(
-            f"{where}: model_type {excerpt(model_type)} is not supported",
-            f"{supported}; add --family NAME to read it as one, or pass raw numbers (--params …)",
-        )
     common: dict[str, Any] = {
         "caveats": caveats,
         "id": id,
@@ -97,6 +48,17 @@ def _parse(
         "published_total_params": published_total_params,
         "notes": notes,
     }
+    spec = _parse(cfg, where, common, model_type, family_name if family else None)
+    return check_spec(spec, where)
+
+
+def _parse(
+    cfg: dict[str, Any],
+    where: str,
+    common: dict[str, Any],
+    model_type: str,
+    family_name: str | None,
+) -> ModelSpec:
     if model_type == "gpt2":
         return _gpt2(cfg, common, where)
     if model_type == "opt":
@@ -108,10 +70,8 @@ def _parse(
     if model_type == "bert":
         return _bert(cfg, common, where)
     if model_type in LLAMA_LIKE:
-        return _llama_like(
-            cfg, common, where, model_type, family_name=family_name if family else None
-        )
-    raise FitplanError(f"{where}: model_type {excerpt(model_type)} is not supported", supported)
+        return _llama_like(cfg, common, where, model_type, family_name=family_name)
+    raise FitplanError(f"{where}: model_type {excerpt(model_type)} is not supported")
 
 
 def _gpt2(cfg: dict[str, Any], common: dict[str, Any], where: str) -> ModelSpec:
@@ -306,6 +266,24 @@ def load_config_file(path: str | Path, family: str | None = None) -> ModelSpec:
             "give a catalog name (fitplan models) or a path to config.json",
         )
     text = read_text(p, "config.json")
-    cfg = strict_json(text, shown_path(p))
+    try:
+        cfg = strict_json(text, shown_path(p))
+    except FitplanError:
+        _refuse_type_first(text, str(p), family)
+        raise
     stem = p.parent.name if p.name == "config.json" and p.parent.name else p.stem
     return spec_from_hf_config(cfg, id=stem, name=str(p), family=family)
+
+
+def _refuse_type_first(text: str, where: str, family: str | None) -> None:
+    """A file that is not standard JSON but names a type fitplan does not model is refused for
+    its type: ``save_pretrained`` writes Python's ``Infinity`` (Mamba-2's, Bamba's, Falcon-H1's
+    ``time_step_limit`` default is ``(0.0, inf)``), and that is not what is wrong with it."""
+    import json
+
+    try:
+        loose = json.loads(text)
+    except (ValueError, RecursionError):
+        return
+    if isinstance(loose, dict):
+        read_model_type(loose, where, family)

@@ -9,6 +9,46 @@ from constraints.hf_config_fields import int_field as _int
 from constraints.hf_config_fields import positive as _positive
 from constraints.model_spec import ModelSpec
 
+#: the config.json keys each MoE family's routed-expert count is read from, the config class's own
+#: field first, then the names its ``attribute_map`` aliases to it (transformers 5.24
+#: configuration_<type>.py: Mixtral and Qwen3-MoE map num_experts -> num_local_experts, so
+#: ``save_pretrained`` in 5.x writes num_local_experts where the Hub's Qwen3-MoE files say
+#: num_experts; DeepSeek-V3 maps num_local_experts -> n_routed_experts; Qwen2-MoE has no alias)
+EXPERT_KEYS = {
+    "mixtral": ("num_local_experts", "num_experts"),
+    "qwen3_moe": ("num_experts", "num_local_experts"),
+    "qwen2_moe": ("num_experts",),
+    "deepseek_v3": ("n_routed_experts", "num_local_experts"),
+}
+
+
+def _experts(cfg: dict[str, Any], model_type: str, where: str) -> int:
+    """The routed-expert count under any of its family's names; two names that disagree are
+    refused (transformers would keep whichever it set last)."""
+    keys = EXPERT_KEYS[model_type]
+    given = {k: cfg[k] for k in keys if cfg.get(k) is not None}
+    values = list(given.values())
+    if any(v != values[0] for v in values[1:]):
+        shown = " and ".join(f"{k} {v}" for k, v in given.items())
+        raise FitplanError(
+            f"{where}: {shown} disagree", f"{model_type} reads them as one number: keep one"
+        )
+    return _int(cfg, *keys, where=where)
+
+
+#: families whose config keeps ``sliding_window`` but applies it only with
+#: ``use_sliding_window: true`` (default false): transformers 5.24 configuration_qwen2/qwen3/
+#: qwen3_moe.py set it to None, configuration_qwen2_moe.py to 0, when the flag is off, so
+#: Qwen2.5's ``"sliding_window": 131072, "use_sliding_window": false`` is full attention
+SLIDING_WINDOW_FLAG = ("qwen2", "qwen2_moe", "qwen3", "qwen3_moe")
+
+
+def _sliding_window(cfg: dict[str, Any], model_type: str) -> Any:
+    if model_type in SLIDING_WINDOW_FLAG and not cfg.get("use_sliding_window", False):
+        return None
+    return cfg.get("sliding_window")
+
+
 _TIE_DEFAULT = {"gemma": True, "gemma2": True}
 
 
@@ -53,7 +93,7 @@ def llama_like(
         "mlp_bias": bool(cfg.get("mlp_bias", False)),
         "activation": str(cfg.get("hidden_act", cfg.get("hidden_activation", "silu"))),
         "attention_dropout": float(cfg.get("attention_dropout", 0.0) or 0.0),
-        "sliding_window": cfg.get("sliding_window"),
+        "sliding_window": _sliding_window(cfg, model_type),
     }
     if model_type in ("qwen2", "qwen2_moe"):
         kwargs["qkv_bias"] = True  # Qwen2 always has q/k/v bias and none on o_proj
@@ -75,11 +115,11 @@ def llama_like(
     if model_type in ("qwen3", "qwen3_moe"):
         kwargs["qk_norm"] = "head"
     if model_type == "mixtral":
-        kwargs["num_experts"] = _int(cfg, "num_local_experts", where=where)
+        kwargs["num_experts"] = _experts(cfg, "mixtral", where)
         kwargs["experts_per_token"] = _int(cfg, "num_experts_per_tok", where=where, default=2)
         kwargs["moe_intermediate"] = kwargs["intermediate"]
     if model_type in ("qwen3_moe", "qwen2_moe"):
-        kwargs["num_experts"] = _int(cfg, "num_experts", where=where)
+        kwargs["num_experts"] = _experts(cfg, model_type, where)
         kwargs["experts_per_token"] = _int(cfg, "num_experts_per_tok", where=where)
         kwargs["moe_intermediate"] = _int(cfg, "moe_intermediate_size", where=where)
         kwargs["moe_every"] = _int(cfg, "decoder_sparse_step", where=where, default=1)
@@ -92,7 +132,7 @@ def llama_like(
             )
             kwargs["shared_expert_gate"] = True
     if model_type == "deepseek_v3":
-        kwargs["num_experts"] = _int(cfg, "n_routed_experts", where=where)
+        kwargs["num_experts"] = _experts(cfg, "deepseek_v3", where)
         kwargs["experts_per_token"] = _int(cfg, "num_experts_per_tok", where=where)
         kwargs["moe_intermediate"] = _int(cfg, "moe_intermediate_size", where=where)
         kwargs["shared_experts"] = _int(cfg, "n_shared_experts", where=where, default=0)

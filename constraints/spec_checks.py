@@ -30,6 +30,7 @@ BOOL_KEYS = (
     "alibi",
     "do_layer_norm_before",
     "_remove_final_layer_norm",
+    "use_sliding_window",
 )
 #: config.json fields read as probabilities
 DROPOUT_KEYS = (

@@ -1,0 +1,70 @@
+"""Which family a ``config.json`` is: its ``model_type`` (or ``--family``), checked first.
+
+The type is read before any field's value is, so a config of a type fitplan does not model is
+refused for its type (naming it and what is supported), not for a field that type spells
+differently (Swin's per-stage ``num_heads`` list, Mamba-2's ``Infinity`` time-step limit).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from constraints.errors import FitplanError
+from constraints.limits import excerpt
+from constraints.model_spec import SUPPORTED_TYPES
+
+
+def read_model_type(cfg: dict[str, Any], where: str, family: str | None) -> tuple[str, str, str]:
+    """(the family parsed, the family named in the spec, a caveat), or one clear refusal."""
+    if "text_config" in cfg and "hidden_size" not in cfg:
+        raise _multimodal(cfg, where)
+    raw_type = cfg.get("model_type")
+    if raw_type is not None and not isinstance(raw_type, str):
+        raise FitplanError(f"{where}: model_type must be a name, got {excerpt(raw_type)}")
+    model_type = (raw_type or "").strip().lower()
+    caveats = ""
+    family_name = model_type
+    supported = f"supported: {', '.join(SUPPORTED_TYPES)}"
+    if family is not None:
+        chosen = family.strip().lower()
+        if chosen not in SUPPORTED_TYPES:
+            raise FitplanError(f"--family {excerpt(family)} is not a supported family", supported)
+        if model_type in SUPPORTED_TYPES and model_type != chosen:
+            raise FitplanError(
+                f"--family {chosen} contradicts the config's model_type '{model_type}'",
+                "leave out --family: the config names its family",
+            )
+        if model_type != chosen:
+            caveats = (
+                f"model_type {excerpt(model_type or None)} read as {chosen} (--family {chosen})."
+            )
+        family_name = model_type or chosen
+        model_type = chosen
+    elif not model_type:
+        raise FitplanError(
+            f"{where}: config.json has no model_type",
+            f"{supported}; add --family NAME to read it as one, or pass raw numbers (--params …)",
+        )
+    elif model_type not in SUPPORTED_TYPES:
+        raise FitplanError(
+            f"{where}: model_type {excerpt(model_type)} is not supported",
+            f"{supported}; add --family NAME to read it as one, or pass raw numbers (--params …)",
+        )
+    return model_type, family_name, caveats
+
+
+def _multimodal(cfg: dict[str, Any], where: str) -> FitplanError:
+    """A config nesting a ``text_config`` (LLaVA, Gemma 3, Qwen2-VL, Whisper-style composites):
+    its vision/audio tower is loaded and stepped with the text model, and fitplan counts neither
+    its weights nor its activations, so the whole model is refused rather than undercounted."""
+    outer = cfg.get("model_type")
+    text = cfg.get("text_config")
+    inner = text.get("model_type") if isinstance(text, dict) else None
+    named = f"model_type {excerpt(outer)}" if isinstance(outer, str) else "this config"
+    nested = f" of model_type {excerpt(inner)}" if isinstance(inner, str) and inner else ""
+    return FitplanError(
+        f"{where}: {named} is multimodal (it nests a text_config{nested}): fitplan plans text "
+        "models only, not the vision/audio part trained with it",
+        "save the text_config section as its own config.json to plan the language model alone, "
+        "or pass raw numbers (--params …)",
+    )

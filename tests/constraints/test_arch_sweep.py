@@ -1,0 +1,131 @@
+"""Every model_type transformers knows, read as ``--model config.json`` (tools/arch_sweep.py).
+
+The stored counts in tests/data/arch_sweep.json are transformers 5.24's own
+(``model.num_parameters()`` of the class built on the meta device from the type's default
+config), an independent source: fitplan's inventory of the same default config must agree.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from constraints.errors import FitplanError
+from constraints.hf_config import load_config_file
+from constraints.model_spec import SUPPORTED_TYPES
+from constraints.models import spec_from_hf_config
+from constraints.params import total_params
+
+DATA = Path(__file__).parents[1] / "data"
+TABLE = json.loads((DATA / "arch_sweep.json").read_text(encoding="utf-8"))
+CONFIGS = json.loads((DATA / "arch_sweep_configs.json").read_text(encoding="utf-8"))
+TYPES = TABLE["types"]
+#: the sweep's tolerance for "fitplan counts what transformers builds" (tools/arch_sweep.py)
+MATCH_TOLERANCE = 0.005
+
+
+def test_every_supported_type_is_in_the_sweep_and_counted() -> None:
+    assert set(SUPPORTED_TYPES) <= set(CONFIGS)
+    assert TABLE["classes"].get("crashed", 0) == 0
+    assert TABLE["classes"].get("wrong", 0) == 0
+
+
+@pytest.mark.parametrize("model_type", sorted(CONFIGS))
+def test_default_config_counts_what_transformers_builds(model_type: str) -> None:
+    ref = TYPES[model_type]["transformers_params"]
+    got = total_params(spec_from_hf_config(CONFIGS[model_type], id=model_type))
+    assert abs(got - ref) <= MATCH_TOLERANCE * ref, (model_type, got, ref)
+
+
+UNSUPPORTED = sorted(t for t in TYPES if t.lower() not in SUPPORTED_TYPES)
+
+
+def test_the_sweep_covers_transformers_types() -> None:
+    assert len(TYPES) > 800 and len(UNSUPPORTED) > 700
+
+
+@pytest.mark.parametrize("model_type", UNSUPPORTED)
+def test_an_unsupported_type_is_refused_for_its_type(model_type: str) -> None:
+    """Fields such a type spells its own way (Swin's per-stage num_heads list) must not decide
+    the refusal: the type is read first, and the line names it."""
+    cfg = {"model_type": model_type, "hidden_size": 64, "num_heads": [3, 6], "vocab_size": 1.5}
+    with pytest.raises(FitplanError) as err:
+        spec_from_hf_config(cfg, id="t")
+    assert f"'{model_type.lower()}'" in err.value.message
+    assert "not supported" in err.value.message
+
+
+def test_multimodal_refusal_names_both_types() -> None:
+    cfg = {"model_type": "llava", "text_config": {"model_type": "llama", "hidden_size": 64}}
+    with pytest.raises(FitplanError, match=r"'llava' is multimodal.*'llama'"):
+        spec_from_hf_config(cfg, id="t")
+
+
+def test_infinity_in_an_unsupported_type_is_refused_for_the_type(tmp_path: Path) -> None:
+    """transformers' save_pretrained writes Python's Infinity (Mamba-2's time_step_limit)."""
+    p = tmp_path / "config.json"
+    p.write_text('{"model_type": "mamba2", "time_step_limit": [0.0, Infinity]}', encoding="utf-8")
+    with pytest.raises(FitplanError, match="'mamba2' is not supported"):
+        load_config_file(p)
+    p.write_text('{"model_type": "llama", "hidden_size": Infinity}', encoding="utf-8")
+    with pytest.raises(FitplanError, match="Infinity is not a number"):
+        load_config_file(p)
+
+
+QWEN3_MOE = {
+    "model_type": "qwen3_moe",
+    "hidden_size": 64,
+    "intermediate_size": 128,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "vocab_size": 100,
+    "num_experts_per_tok": 2,
+    "moe_intermediate_size": 32,
+}
+
+
+def test_expert_count_under_either_name() -> None:
+    """Qwen3MoeConfig.attribute_map maps num_experts -> num_local_experts (transformers 5.x), so
+    save_pretrained writes num_local_experts; the Hub's Qwen3-MoE files say num_experts."""
+    hub = spec_from_hf_config({**QWEN3_MOE, "num_experts": 8}, id="t")
+    saved = spec_from_hf_config({**QWEN3_MOE, "num_local_experts": 8}, id="t")
+    assert hub.num_experts == saved.num_experts == 8
+    assert total_params(hub) == total_params(saved)
+    with pytest.raises(FitplanError, match="disagree"):
+        spec_from_hf_config({**QWEN3_MOE, "num_experts": 8, "num_local_experts": 16}, id="t")
+
+
+def test_qwen_sliding_window_applies_only_when_used() -> None:
+    """Qwen2/Qwen3 configs keep sliding_window but set it to None (Qwen2-MoE: 0) unless
+    use_sliding_window is true (configuration_qwen2.py, configuration_qwen2_moe.py, 5.24)."""
+    base = {**QWEN3_MOE, "model_type": "qwen2", "sliding_window": 131072}
+    assert spec_from_hf_config(base, id="t").sliding_window is None
+    on = {**base, "use_sliding_window": True, "sliding_window": 4096}
+    assert spec_from_hf_config(on, id="t").sliding_window == 4096
+    moe = {
+        **QWEN3_MOE,
+        "model_type": "qwen2_moe",
+        "num_experts": 8,
+        "shared_expert_intermediate_size": 64,
+        "sliding_window": 0,
+        "use_sliding_window": False,
+    }
+    assert spec_from_hf_config(moe, id="t").sliding_window is None
+
+
+@pytest.mark.heavy
+@pytest.mark.parametrize("model_type", ["qwen3_moe", "t5", "bert", "opt"])
+def test_stored_counts_are_transformers_own(model_type: str) -> None:
+    """Re-derive a few stored counts with transformers (the table is not fitplan's output)."""
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).parents[2] / "tools"))
+    from arch_sweep import transformers_count
+
+    encoder = model_type == "bert"
+    got = transformers_count(model_type, encoder)
+    assert got["transformers_params"] == TYPES[model_type]["transformers_params"]
+    assert got["model_class"] == TYPES[model_type]["model_class"]
