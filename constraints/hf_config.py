@@ -75,6 +75,12 @@ def _parse(
 
 
 def _gpt2(cfg: dict[str, Any], common: dict[str, Any], where: str) -> ModelSpec:
+    if cfg.get("add_cross_attention"):  # modeling_gpt2.py GPT2Block adds crossattention + a norm
+        raise FitplanError(
+            f"{where}: add_cross_attention is true: GPT-2 with cross-attention layers (the decoder "
+            "of an encoder-decoder) is not modelled",
+            "set it false for a causal language model, or pass raw numbers (--params …)",
+        )
     hidden = _positive("n_embd", _int(cfg, "n_embd", "hidden_size", where=where), where)
     heads = _positive("n_head", _int(cfg, "n_head", "num_attention_heads", where=where), where)
     inner = cfg.get("n_inner")
@@ -190,7 +196,13 @@ def _t5(cfg: dict[str, Any], common: dict[str, Any], where: str, model_type: str
     enc = _positive("num_layers", _int(cfg, "num_layers", where=where), where)
     dec = _int(cfg, "num_decoder_layers", where=where, default=enc)
     proj = str(cfg.get("feed_forward_proj", "relu"))
-    gated = proj.startswith("gated-")
+    # modeling_t5.py (5.24) picks the gated feed-forward on config.is_gated_act and the
+    # activation on config.dense_act_fn; T5Config derives both from feed_forward_proj, and a
+    # saved config.json keeps both, which win when they are given (set after __post_init__)
+    gated = cfg.get("is_gated_act")
+    if gated is None:
+        gated = proj.startswith("gated-")
+    activation = cfg.get("dense_act_fn") or proj.removeprefix("gated-")
     return ModelSpec(
         **common,
         family=model_type,
@@ -208,7 +220,7 @@ def _t5(cfg: dict[str, Any], common: dict[str, Any], where: str, model_type: str
         norm="rmsnorm",
         norms_per_layer=2,
         gated_mlp=gated,
-        activation=proj.removeprefix("gated-"),
+        activation=str(activation),
         hidden_dropout=float(cfg.get("dropout_rate", 0.1)),
         attention_dropout=float(cfg.get("dropout_rate", 0.1)),
         relative_attention_buckets=_int(

@@ -31,6 +31,8 @@ BOOL_KEYS = (
     "do_layer_norm_before",
     "_remove_final_layer_norm",
     "use_sliding_window",
+    "is_gated_act",
+    "add_cross_attention",
 )
 #: config.json fields read as probabilities
 DROPOUT_KEYS = (
@@ -119,7 +121,13 @@ def check_config_values(cfg: dict[str, Any], where: str) -> None:
             raise FitplanError(f"{where}: {key} must not be negative, got {excerpt(value)}")
         if value > 1 << 40:
             raise FitplanError(f"{where}: {key} {excerpt(value)} is absurdly large")
-    for key in ("hidden_act", "hidden_activation", "activation_function", "feed_forward_proj"):
+    for key in (
+        "hidden_act",
+        "hidden_activation",
+        "activation_function",
+        "feed_forward_proj",
+        "dense_act_fn",
+    ):
         value = cfg.get(key)
         if value is not None and not isinstance(value, str):
             raise FitplanError(f"{where}: {key} must be a name, got {excerpt(value)}")

@@ -77,13 +77,16 @@ def _alarm(signum: int, frame: Any) -> None:
     raise _Timeout
 
 
-def transformers_count(model_type: str, encoder: bool) -> dict[str, Any]:
-    """Build the closest class on ``meta`` and count its unique parameters."""
+def transformers_count(
+    model_type: str, encoder: bool, overrides: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """Build the closest class on ``meta`` from the default config (with ``overrides``) and
+    count its unique parameters."""
     import torch
     from transformers import AutoConfig
     from verify_catalog_with_transformers import count_parameters
 
-    config = AutoConfig.for_model(model_type)
+    config = AutoConfig.for_model(model_type, **(overrides or {}))
     errors = []
     for auto in _auto_classes(encoder):
         if type(config) not in auto._model_mapping:

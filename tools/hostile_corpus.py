@@ -1086,6 +1086,20 @@ for _k, _text, _needle in [
         json.dumps({"model_type": "gemma3", "text_config": {"model_type": "gemma3_text"}}),
         "gemma3_text",
     ),
+    (  # a GPT-2 decoder with cross-attention layers (GPT2Block's crossattention)
+        "gpt2-cross-attention",
+        json.dumps(
+            {
+                "model_type": "gpt2",
+                "n_embd": 64,
+                "n_head": 4,
+                "n_layer": 2,
+                "vocab_size": 100,
+                "add_cross_attention": True,
+            }
+        ),
+        "cross-attention",
+    ),
     (  # Qwen3-MoE's two names of one field (attribute_map), disagreeing
         "moe-expert-names-disagree",
         json.dumps(

@@ -129,3 +129,37 @@ def test_stored_counts_are_transformers_own(model_type: str) -> None:
     got = transformers_count(model_type, encoder)
     assert got["transformers_params"] == TYPES[model_type]["transformers_params"]
     assert got["model_class"] == TYPES[model_type]["model_class"]
+
+
+T5 = {
+    "model_type": "t5",
+    "d_model": 64,
+    "d_kv": 16,
+    "d_ff": 128,
+    "num_layers": 2,
+    "num_heads": 4,
+    "vocab_size": 100,
+}
+
+
+def test_t5_gated_feed_forward_follows_is_gated_act() -> None:
+    """modeling_t5.py builds T5DenseGatedActDense on config.is_gated_act, which a saved config
+    keeps next to feed_forward_proj and which wins when given (T5Config, 5.24)."""
+    derived = spec_from_hf_config({**T5, "feed_forward_proj": "gated-gelu"}, id="t")
+    given = spec_from_hf_config({**T5, "feed_forward_proj": "relu", "is_gated_act": True}, id="t")
+    assert derived.gated_mlp and given.gated_mlp
+    assert total_params(given) == total_params(derived)
+    plain = spec_from_hf_config(
+        {**T5, "feed_forward_proj": "gated-gelu", "is_gated_act": False}, id="t"
+    )
+    assert not plain.gated_mlp
+    # each of the 2 + 2 feed-forwards loses its second input projection (wi_1: d_model × d_ff)
+    assert total_params(derived) - total_params(plain) == 4 * 64 * 128
+
+
+def test_gpt2_with_cross_attention_is_refused() -> None:
+    """GPT2Block adds a crossattention and ln_cross_attn when add_cross_attention is true."""
+    cfg = {"model_type": "gpt2", "n_embd": 64, "n_head": 4, "n_layer": 2, "vocab_size": 100}
+    assert total_params(spec_from_hf_config(cfg, id="t")) > 0
+    with pytest.raises(FitplanError, match="cross-attention"):
+        spec_from_hf_config({**cfg, "add_cross_attention": True}, id="t")
