@@ -62,9 +62,15 @@ def _multimodal(cfg: dict[str, Any], where: str) -> FitplanError:
     inner = text.get("model_type") if isinstance(text, dict) else None
     named = f"model_type {excerpt(outer)}" if isinstance(outer, str) else "this config"
     nested = f" of model_type {excerpt(inner)}" if isinstance(inner, str) and inner else ""
+    if isinstance(inner, str) and inner.strip().lower() in SUPPORTED_TYPES:
+        hint = (
+            "fitplan reads its text_config: save that section as its own config.json to plan the "
+            "language model alone (the other towers not counted), or pass raw numbers (--params …)"
+        )
+    else:
+        hint = "its text model is not a family fitplan models either: pass raw numbers (--params …)"
     return FitplanError(
         f"{where}: {named} is multimodal (it nests a text_config{nested}): fitplan plans text "
-        "models only, not the vision/audio part trained with it",
-        "save the text_config section as its own config.json to plan the language model alone, "
-        "or pass raw numbers (--params …)",
+        "models only",
+        hint,
     )

@@ -59,8 +59,13 @@ def test_an_unsupported_type_is_refused_for_its_type(model_type: str) -> None:
 
 def test_multimodal_refusal_names_both_types() -> None:
     cfg = {"model_type": "llava", "text_config": {"model_type": "llama", "hidden_size": 64}}
-    with pytest.raises(FitplanError, match=r"'llava' is multimodal.*'llama'"):
+    with pytest.raises(FitplanError, match=r"'llava' is multimodal.*'llama'") as err:
         spec_from_hf_config(cfg, id="t")
+    assert "reads its text_config" in str(err.value.hint)  # llama alone is a supported family
+    gemma3 = {"model_type": "gemma3", "text_config": {"model_type": "gemma3_text"}}
+    with pytest.raises(FitplanError, match="'gemma3_text'") as err:
+        spec_from_hf_config(gemma3, id="t")
+    assert "not a family fitplan models" in str(err.value.hint)
 
 
 def test_infinity_in_an_unsupported_type_is_refused_for_the_type(tmp_path: Path) -> None:
