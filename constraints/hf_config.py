@@ -38,7 +38,7 @@ def spec_from_hf_config(
     where = name or id
     if not isinstance(cfg, dict):
         raise FitplanError(f"{where}: config.json must hold a JSON object")
-    model_type, family_name, caveats = read_model_type(cfg, where, family)
+    model_type, caveats = read_model_type(cfg, where, family)
     check_config_values(cfg, where)
     common: dict[str, Any] = {
         "caveats": caveats,
@@ -48,7 +48,7 @@ def spec_from_hf_config(
         "published_total_params": published_total_params,
         "notes": notes,
     }
-    spec = _parse(cfg, where, common, model_type, family_name if family else None)
+    spec = _parse(cfg, where, common, model_type)
     return check_spec(spec, where)
 
 
@@ -57,7 +57,6 @@ def _parse(
     where: str,
     common: dict[str, Any],
     model_type: str,
-    family_name: str | None,
 ) -> ModelSpec:
     if model_type == "gpt2":
         return _gpt2(cfg, common, where)
@@ -70,7 +69,7 @@ def _parse(
     if model_type == "bert":
         return _bert(cfg, common, where)
     if model_type in LLAMA_LIKE:
-        return _llama_like(cfg, common, where, model_type, family_name=family_name)
+        return _llama_like(cfg, common, where, model_type)
     raise FitplanError(f"{where}: model_type {excerpt(model_type)} is not supported")
 
 

@@ -57,7 +57,6 @@ def llama_like(
     common: dict[str, Any],
     where: str,
     model_type: str,
-    family_name: str | None = None,
 ) -> ModelSpec:
     hidden = _positive("hidden_size", _int(cfg, "hidden_size", where=where), where)
     heads = _positive("num_attention_heads", _int(cfg, "num_attention_heads", where=where), where)
@@ -78,7 +77,7 @@ def llama_like(
         )
     layers = _positive("num_hidden_layers", _int(cfg, "num_hidden_layers", where=where), where)
     kwargs: dict[str, Any] = {
-        "family": family_name or model_type,
+        "family": model_type,
         "hidden": hidden,
         "layers": layers,
         "heads": heads,

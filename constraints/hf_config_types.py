@@ -14,8 +14,10 @@ from constraints.limits import excerpt
 from constraints.model_spec import SUPPORTED_TYPES
 
 
-def read_model_type(cfg: dict[str, Any], where: str, family: str | None) -> tuple[str, str, str]:
-    """(the family parsed, the family named in the spec, a caveat), or one clear refusal."""
+def read_model_type(cfg: dict[str, Any], where: str, family: str | None) -> tuple[str, str]:
+    """(the family read, a caveat), or one clear refusal. A config read with ``--family`` is
+    that family everywhere after (its layers, saved tensors, kernels: the spec's ``family``);
+    its own model_type is named in the caveat."""
     if "text_config" in cfg and "hidden_size" not in cfg:
         raise _multimodal(cfg, where)
     raw_type = cfg.get("model_type")
@@ -23,7 +25,6 @@ def read_model_type(cfg: dict[str, Any], where: str, family: str | None) -> tupl
         raise FitplanError(f"{where}: model_type must be a name, got {excerpt(raw_type)}")
     model_type = (raw_type or "").strip().lower()
     caveats = ""
-    family_name = model_type
     supported = f"supported: {', '.join(SUPPORTED_TYPES)}"
     if family is not None:
         chosen = family.strip().lower()
@@ -38,7 +39,6 @@ def read_model_type(cfg: dict[str, Any], where: str, family: str | None) -> tupl
             caveats = (
                 f"model_type {excerpt(model_type or None)} read as {chosen} (--family {chosen})."
             )
-        family_name = model_type or chosen
         model_type = chosen
     elif not model_type:
         raise FitplanError(
@@ -50,7 +50,7 @@ def read_model_type(cfg: dict[str, Any], where: str, family: str | None) -> tupl
             f"{where}: model_type {excerpt(model_type)} is not supported",
             f"{supported}; add --family NAME to read it as one, or pass raw numbers (--params …)",
         )
-    return model_type, family_name, caveats
+    return model_type, caveats
 
 
 def _multimodal(cfg: dict[str, Any], where: str) -> FitplanError:

@@ -168,3 +168,19 @@ def test_gpt2_with_cross_attention_is_refused() -> None:
     assert total_params(spec_from_hf_config(cfg, id="t")) > 0
     with pytest.raises(FitplanError, match="cross-attention"):
         spec_from_hf_config({**cfg, "add_cross_attention": True}, id="t")
+
+
+@pytest.mark.parametrize("family", sorted(CONFIGS))
+def test_a_config_read_with_family_is_that_family(family: str) -> None:
+    """--family X on a renamed config gives X's physics, not only X's parameter count: the
+    family-keyed terms (Gemma-2's softcap and extra norms, the fp32 softmax of the Llama-style
+    families, DeepSeek's fp32 router input) follow spec.family. Before, spec.family kept the
+    config's own name: `explain --family gemma2` (LoRA, 2048 tokens) planned 11.56 GiB of
+    activations where gemma2's own config gets 13.45 GiB."""
+    own = spec_from_hf_config(CONFIGS[family], id="t").model_dump()
+    renamed = spec_from_hf_config(
+        {**CONFIGS[family], "model_type": "myarch"}, id="t", family=family
+    ).model_dump()
+    assert "'myarch' read as" in renamed.pop("caveats")
+    own.pop("caveats")
+    assert renamed == own  # every field the physics reads, family included
