@@ -49,6 +49,21 @@ def _sliding_window(cfg: dict[str, Any], model_type: str) -> Any:
     return cfg.get("sliding_window")
 
 
+#: what a config.json that leaves a field out means, where the family's config class has its
+#: own default rather than the one the field's absence means for Llama (transformers 5.24
+#: configuration_<type>.py dataclass defaults; the same values in 4.x's __init__ signatures):
+#: MistralConfig num_key_value_heads = 8, not num_attention_heads; GemmaConfig head_dim = 256,
+#: not hidden / heads; DeepseekV3Config q_lora_rank = 1536 and first_k_dense_replace = 3.
+#: Found by tools/arch_sweep.py's defaults with one key dropped (tests/constraints/test_arch_sweep.py)
+ABSENT_DEFAULTS: dict[str, dict[str, int]] = {
+    "mistral": {"num_key_value_heads": 8},
+    "mixtral": {"num_key_value_heads": 8},
+    "qwen3_moe": {"num_key_value_heads": 4},
+    "gemma": {"num_key_value_heads": 16, "head_dim": 256},
+    "gemma2": {"num_key_value_heads": 4, "head_dim": 256},
+    "deepseek_v3": {"q_lora_rank": 1536, "first_k_dense_replace": 3},
+}
+
 _TIE_DEFAULT = {"gemma": True, "gemma2": True}
 
 
@@ -58,6 +73,7 @@ def llama_like(
     where: str,
     model_type: str,
 ) -> ModelSpec:
+    cfg = {**ABSENT_DEFAULTS.get(model_type, {}), **cfg}  # a key given, even as null, wins
     hidden = _positive("hidden_size", _int(cfg, "hidden_size", where=where), where)
     heads = _positive("num_attention_heads", _int(cfg, "num_attention_heads", where=where), where)
     kv = cfg.get("num_key_value_heads")

@@ -10,7 +10,8 @@ transformers builds from and fitplan does not read, or reads differently), ``ref
 line) or ``crashed``. A variant transformers itself rejects is ``invalid`` and left out.
 
 Writes tests/data/arch_variants.json (each variant's fields that differ from the type's default,
-``config_diff``, a removed one as null, and both counts) for tests/constraints/test_arch_variants.py,
+``config_diff`` (a null is a null the config holds), those it no longer has, ``config_removed``,
+and both counts) for tests/constraints/test_arch_variants.py,
 which reads the defaults from tests/data/arch_sweep_configs.json.
 
 Usage:  nice -n 10 python tools/arch_variants.py [--only TYPE ...] [--no-write]
@@ -87,9 +88,8 @@ def main(argv: list[str] | None = None) -> int:
                 row.update(fitplan_count(path))
                 row.update(transformers_count(t, row.get("fitplan_arch") == "encoder", change))
                 row["class"] = "invalid" if "build_error" in row else classify(row)
-                row["config_diff"] = {
-                    k: cfg.get(k) for k in sorted(set(cfg) | set(base)) if cfg.get(k) != base.get(k)
-                }
+                row["config_diff"] = {k: cfg[k] for k in sorted(cfg) if cfg[k] != base.get(k, ...)}
+                row["config_removed"] = sorted(set(base) - set(cfg))
                 rows.append(row)
                 both = f"{row.get('transformers_params')} vs {row.get('fitplan_params')}"
                 print(f"{name:60s} {row['class']:8s} {both}", flush=True)

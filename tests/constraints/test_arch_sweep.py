@@ -184,3 +184,23 @@ def test_a_config_read_with_family_is_that_family(family: str) -> None:
     assert "'myarch' read as" in renamed.pop("caveats")
     own.pop("caveats")
     assert renamed == own  # every field the physics reads, family included
+
+
+DROPS = [(t, k) for t in sorted(CONFIGS) for k in sorted(CONFIGS[t]) if k != "model_type"]
+
+
+@pytest.mark.parametrize(("model_type", "key"), DROPS)
+def test_a_field_left_out_means_the_config_class_default(model_type: str, key: str) -> None:
+    """A config.json without ``key`` is the type's config class with that field at its default,
+    which is the stored default config itself: fitplan counts transformers' number, or refuses
+    (a field it needs). Before: a Mistral config without num_key_value_heads was read as
+    multi-head (+11 %; MistralConfig's default is 8), DeepSeek-V3 without first_k_dense_replace
+    as all-MoE (+4.9 %; the default is 3), Gemma without head_dim as hidden / heads (-4.1 %)."""
+    cfg = {k: v for k, v in CONFIGS[model_type].items() if k != key}
+    ref = TYPES[model_type]["transformers_params"]
+    try:
+        got = total_params(spec_from_hf_config(cfg, id="t"))
+    except FitplanError as err:
+        assert "\n" not in str(err)
+        return
+    assert abs(got - ref) <= MATCH_TOLERANCE * ref, (got, ref)

@@ -1,7 +1,7 @@
 """The supported types' configs with one field changed (tools/arch_variants.py).
 
 Each stored variant is a type's transformers default config (tests/data/arch_sweep_configs.json)
-with the fields that differ (``config_diff``), and transformers 5.24's own parameter count of the
+with the fields that differ (``config_diff``; ``config_removed`` those it lacks), and transformers 5.24's own parameter count of the
 class built from it: fitplan must count the same, or refuse the variant with one clear line.
 """
 
@@ -23,8 +23,8 @@ MATCH_TOLERANCE = 0.005  # tools/arch_sweep.py
 
 
 def _config(row: dict) -> dict:
-    cfg = {**DEFAULTS[row["model_type"]], **row["config_diff"]}
-    return {k: v for k, v in cfg.items() if v is not None}
+    cfg = {**DEFAULTS[row["model_type"]], **row["config_diff"]}  # a null stays a null
+    return {k: v for k, v in cfg.items() if k not in row["config_removed"]}
 
 
 def _id(row: dict) -> str:
