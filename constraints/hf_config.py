@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from constraints.errors import FitplanError
+from constraints.hf_config_aliases import read_built_as
 from constraints.hf_config_fields import int_field as _int
 from constraints.hf_config_fields import per_head as _per_head
 from constraints.hf_config_fields import positive as _positive
@@ -32,16 +33,18 @@ def spec_from_hf_config(
     """Normalise a Hugging Face ``config.json`` dict. Refuses what it cannot model, clearly.
 
     ``family`` (the ``--family`` flag) reads a config whose ``model_type`` is missing or unknown
-    as that supported family; without it such a config is refused, never guessed."""
+    as that supported family; without it such a config is refused, never guessed, unless
+    transformers itself builds its type with a supported family's class (hf_config_aliases)."""
     from constraints.spec_checks import check_config_values, check_spec
 
     where = name or id
     if not isinstance(cfg, dict):
         raise FitplanError(f"{where}: config.json must hold a JSON object")
+    cfg, built_as = read_built_as(cfg)
     model_type, caveats = read_model_type(cfg, where, family)
     check_config_values(cfg, where)
     common: dict[str, Any] = {
-        "caveats": caveats,
+        "caveats": built_as or caveats,
         "id": id,
         "name": name or id,
         "source": source,
@@ -179,7 +182,7 @@ def _falcon(cfg: dict[str, Any], common: dict[str, Any], where: str) -> ModelSpe
         o_bias=bias,
         mlp_bias=bias,
         norm="layernorm",
-        norms_per_layer=2 if new_arch else 1,
+        norms_per_layer=_falcon_norms(cfg, new_arch),
         gated_mlp=False,
         activation=str(cfg.get("activation", "gelu")),
         parallel_attn=bool(cfg.get("parallel_attn", True)),
@@ -187,6 +190,19 @@ def _falcon(cfg: dict[str, Any], common: dict[str, Any], where: str) -> ModelSpe
         hidden_dropout=float(cfg.get("hidden_dropout", 0.0)),
         attention_dropout=float(cfg.get("attention_dropout", 0.0)),
     )
+
+
+def _falcon_norms(cfg: dict[str, Any], new_arch: bool) -> int:
+    """LayerNorms per decoder layer as FalconDecoderLayer builds them (modeling_falcon.py, 5.24):
+    sequential attention/MLP has input + post-attention norms; parallel has ln_attn + ln_mlp when
+    num_ln_in_parallel_attn is 2 (its default under the new architecture), else one
+    input_layernorm (Falcon-11B: new architecture, num_ln_in_parallel_attn 1)."""
+    if not cfg.get("parallel_attn", True):
+        return 2
+    ln = cfg.get("num_ln_in_parallel_attn")
+    if ln is None:
+        ln = 2 if new_arch else 1
+    return 2 if ln == 2 else 1
 
 
 def _t5(cfg: dict[str, Any], common: dict[str, Any], where: str, model_type: str) -> ModelSpec:

@@ -53,7 +53,8 @@ def _sliding_window(cfg: dict[str, Any], model_type: str) -> Any:
 #: own default rather than the one the field's absence means for Llama (transformers 5.24
 #: configuration_<type>.py dataclass defaults; the same values in 4.x's __init__ signatures):
 #: MistralConfig num_key_value_heads = 8, not num_attention_heads; GemmaConfig head_dim = 256,
-#: not hidden / heads; DeepseekV3Config q_lora_rank = 1536 and first_k_dense_replace = 3.
+#: not hidden / heads; DeepseekV3Config q_lora_rank = 1536, first_k_dense_replace = 3 and
+#: n_shared_experts = 1.
 #: Found by tools/arch_sweep.py's defaults with one key dropped (tests/constraints/test_arch_sweep.py)
 ABSENT_DEFAULTS: dict[str, dict[str, int]] = {
     "mistral": {"num_key_value_heads": 8},
@@ -61,7 +62,7 @@ ABSENT_DEFAULTS: dict[str, dict[str, int]] = {
     "qwen3_moe": {"num_key_value_heads": 4},
     "gemma": {"num_key_value_heads": 16, "head_dim": 256},
     "gemma2": {"num_key_value_heads": 4, "head_dim": 256},
-    "deepseek_v3": {"q_lora_rank": 1536, "first_k_dense_replace": 3},
+    "deepseek_v3": {"q_lora_rank": 1536, "first_k_dense_replace": 3, "n_shared_experts": 1},
 }
 
 _TIE_DEFAULT = {"gemma": True, "gemma2": True}
@@ -111,7 +112,10 @@ def llama_like(
         "sliding_window": _sliding_window(cfg, model_type),
     }
     if model_type in ("qwen2", "qwen2_moe"):
-        kwargs["qkv_bias"] = True  # Qwen2 always has q/k/v bias and none on o_proj
+        # Qwen2 always has q/k/v bias and none on o_proj; Qwen2-MoE's config has a qkv_bias
+        # field (default true; modeling_qwen2_moe.py q/k/v_proj bias=config.qkv_bias, 5.24)
+        qkv = cfg.get("qkv_bias", True) if model_type == "qwen2_moe" else True
+        kwargs["qkv_bias"] = bool(qkv)
         kwargs["o_bias"] = False
     if model_type in ("gemma", "gemma2"):
         kwargs["activation"] = str(

@@ -33,6 +33,7 @@ BOOL_KEYS = (
     "use_sliding_window",
     "is_gated_act",
     "add_cross_attention",
+    "qkv_bias",
 )
 #: config.json fields read as probabilities
 DROPOUT_KEYS = (
@@ -88,6 +89,7 @@ INT_KEYS = (
     "word_embed_proj_dim",
     "type_vocab_size",
     "relative_attention_num_buckets",
+    "num_ln_in_parallel_attn",
 )
 #: families whose layers route tokens to experts: zero experts is not that model
 MOE_FAMILIES = ("mixtral", "qwen2_moe", "qwen3_moe", "deepseek_v3")

@@ -37,11 +37,22 @@ def test_no_variant_is_miscounted_or_crashes() -> None:
     assert len(VARIANTS) > 100
 
 
+#: variants fitplan counts within the sweep's 0.5 % but not exactly, and why
+NOT_EXACT = {
+    # OPT without LayerNorm weights (no released OPT has it): fitplan still counts 2·hidden per
+    # norm (+38,400 on the default); modelling weightless OPT norms is left undone
+    'opt:{"layer_norm_elementwise_affine": false}',
+}
+
+
 @pytest.mark.parametrize("row", [r for r in VARIANTS if r["class"] == "match"], ids=_id)
 def test_variant_counts_what_transformers_builds(row: dict) -> None:
     ref = row["transformers_params"]
     got = total_params(spec_from_hf_config(_config(row), id="t"))
-    assert abs(got - ref) <= MATCH_TOLERANCE * ref, (got, ref)
+    if _id(row) in NOT_EXACT:
+        assert got != ref and abs(got - ref) <= MATCH_TOLERANCE * ref, (got, ref)
+    else:
+        assert got == ref  # Falcon's norms and Qwen2-MoE's qkv_bias were off inside 0.5 %
 
 
 @pytest.mark.parametrize("row", [r for r in VARIANTS if r["class"] == "refused"], ids=_id)
