@@ -10,48 +10,14 @@ from pathlib import Path
 from typing import Any
 
 from constraints.errors import FitplanError
+from constraints.hf_config_aliases import read_built_as
+from constraints.hf_config_fields import int_field as _int
+from constraints.hf_config_fields import per_head as _per_head
+from constraints.hf_config_fields import positive as _positive
+from constraints.hf_config_llama import llama_like as _llama_like
+from constraints.hf_config_types import read_model_type
 from constraints.limits import excerpt, read_text, shown_path, strict_json
-from constraints.model_spec import LLAMA_LIKE, SUPPORTED_TYPES, ModelSpec
-
-
-def _req(cfg: dict[str, Any], *keys: str, where: str) -> Any:
-    for key in keys:
-        if cfg.get(key) is not None:
-            return cfg[key]
-    raise FitplanError(
-        f"{where}: config.json has no {' / '.join(keys)}",
-        "is this a complete Hugging Face config.json? pass raw numbers (--params …) otherwise",
-    )
-
-
-def _int(cfg: dict[str, Any], *keys: str, where: str, default: int | None = None) -> int:
-    try:
-        value = _req(cfg, *keys, where=where)
-    except FitplanError:
-        if default is None:
-            raise
-        return default
-    if isinstance(value, bool) or not isinstance(value, int | float) or int(value) != value:
-        raise FitplanError(f"{where}: {keys[0]} must be an integer, got {value!r}")
-    if value < 0:
-        raise FitplanError(f"{where}: {keys[0]} must not be negative, got {value}")
-    return int(value)
-
-
-def _per_head(hidden: int, heads: int, where: str) -> int:
-    """hidden / heads, which must divide exactly (each head gets a whole slice)."""
-    if hidden % heads:
-        raise FitplanError(
-            f"{where}: hidden size {hidden} is not divisible by {heads} attention heads",
-            "each head takes hidden / heads elements; check the config",
-        )
-    return hidden // heads
-
-
-def _positive(name: str, value: int, where: str) -> int:
-    if value <= 0:
-        raise FitplanError(f"{where}: {name} must be positive, got {value}")
-    return value
+from constraints.model_spec import LLAMA_LIKE, ModelSpec
 
 
 def spec_from_hf_config(
@@ -67,72 +33,34 @@ def spec_from_hf_config(
     """Normalise a Hugging Face ``config.json`` dict. Refuses what it cannot model, clearly.
 
     ``family`` (the ``--family`` flag) reads a config whose ``model_type`` is missing or unknown
-    as that supported family; without it such a config is refused, never guessed."""
+    as that supported family; without it such a config is refused, never guessed, unless
+    transformers itself builds its type with a supported family's class (hf_config_aliases)."""
     from constraints.spec_checks import check_config_values, check_spec
 
     where = name or id
     if not isinstance(cfg, dict):
         raise FitplanError(f"{where}: config.json must hold a JSON object")
+    cfg, built_as = read_built_as(cfg)
+    model_type, caveats = read_model_type(cfg, where, family)
     check_config_values(cfg, where)
-    spec = _parse(cfg, where, id, name, source, published_total_params, notes, family)
-    return check_spec(spec, where)
-
-
-def _parse(
-    cfg: dict[str, Any],
-    where: str,
-    id: str,
-    name: str | None,
-    source: str,
-    published_total_params: int | None,
-    notes: str,
-    family: str | None,
-) -> ModelSpec:
-    if "text_config" in cfg and "hidden_size" not in cfg:
-        raise FitplanError(
-            f"{where}: this is a multimodal config (it nests text_config)",
-            "pass the text model's config.json, or raw numbers",
-        )
-    raw_type = cfg.get("model_type")
-    if raw_type is not None and not isinstance(raw_type, str):
-        raise FitplanError(f"{where}: model_type must be a name, got {excerpt(raw_type)}")
-    model_type = (raw_type or "").strip().lower()
-    caveats = ""
-    family_name = model_type
-    supported = f"supported: {', '.join(SUPPORTED_TYPES)}"
-    if family is not None:
-        chosen = family.strip().lower()
-        if chosen not in SUPPORTED_TYPES:
-            raise FitplanError(f"--family {excerpt(family)} is not a supported family", supported)
-        if model_type in SUPPORTED_TYPES and model_type != chosen:
-            raise FitplanError(
-                f"--family {chosen} contradicts the config's model_type '{model_type}'",
-                "leave out --family: the config names its family",
-            )
-        if model_type != chosen:
-            caveats = (
-                f"model_type {excerpt(model_type or None)} read as {chosen} (--family {chosen})."
-            )
-        family_name = model_type or chosen
-        model_type = chosen
-    elif not model_type:
-        raise FitplanError(
-            f"{where}: config.json has no model_type",
-            f"{supported}; add --family NAME to read it as one, or pass raw numbers (--params …)",
-        )
-    elif model_type not in SUPPORTED_TYPES:
-        raise FitplanError(
-            f"{where}: model_type {excerpt(model_type)} is not supported",
-            f"{supported}; add --family NAME to read it as one, or pass raw numbers (--params …)",
-        )
     common: dict[str, Any] = {
-        "caveats": caveats,
+        "caveats": built_as or caveats,
         "id": id,
         "name": name or id,
         "source": source,
         "published_total_params": published_total_params,
         "notes": notes,
     }
+    spec = _parse(cfg, where, common, model_type)
+    return check_spec(spec, where)
+
+
+def _parse(
+    cfg: dict[str, Any],
+    where: str,
+    common: dict[str, Any],
+    model_type: str,
+) -> ModelSpec:
     if model_type == "gpt2":
         return _gpt2(cfg, common, where)
     if model_type == "opt":
@@ -144,13 +72,17 @@ def _parse(
     if model_type == "bert":
         return _bert(cfg, common, where)
     if model_type in LLAMA_LIKE:
-        return _llama_like(
-            cfg, common, where, model_type, family_name=family_name if family else None
-        )
-    raise FitplanError(f"{where}: model_type {excerpt(model_type)} is not supported", supported)
+        return _llama_like(cfg, common, where, model_type)
+    raise FitplanError(f"{where}: model_type {excerpt(model_type)} is not supported")
 
 
 def _gpt2(cfg: dict[str, Any], common: dict[str, Any], where: str) -> ModelSpec:
+    if cfg.get("add_cross_attention"):  # modeling_gpt2.py GPT2Block adds crossattention + a norm
+        raise FitplanError(
+            f"{where}: add_cross_attention is true: GPT-2 with cross-attention layers (the decoder "
+            "of an encoder-decoder) is not modelled",
+            "set it false for a causal language model, or pass raw numbers (--params …)",
+        )
     hidden = _positive("n_embd", _int(cfg, "n_embd", "hidden_size", where=where), where)
     heads = _positive("n_head", _int(cfg, "n_head", "num_attention_heads", where=where), where)
     inner = cfg.get("n_inner")
@@ -250,7 +182,7 @@ def _falcon(cfg: dict[str, Any], common: dict[str, Any], where: str) -> ModelSpe
         o_bias=bias,
         mlp_bias=bias,
         norm="layernorm",
-        norms_per_layer=2 if new_arch else 1,
+        norms_per_layer=_falcon_norms(cfg, new_arch),
         gated_mlp=False,
         activation=str(cfg.get("activation", "gelu")),
         parallel_attn=bool(cfg.get("parallel_attn", True)),
@@ -260,13 +192,32 @@ def _falcon(cfg: dict[str, Any], common: dict[str, Any], where: str) -> ModelSpe
     )
 
 
+def _falcon_norms(cfg: dict[str, Any], new_arch: bool) -> int:
+    """LayerNorms per decoder layer as FalconDecoderLayer builds them (modeling_falcon.py, 5.24):
+    sequential attention/MLP has input + post-attention norms; parallel has ln_attn + ln_mlp when
+    num_ln_in_parallel_attn is 2 (its default under the new architecture), else one
+    input_layernorm (Falcon-11B: new architecture, num_ln_in_parallel_attn 1)."""
+    if not cfg.get("parallel_attn", True):
+        return 2
+    ln = cfg.get("num_ln_in_parallel_attn")
+    if ln is None:
+        ln = 2 if new_arch else 1
+    return 2 if ln == 2 else 1
+
+
 def _t5(cfg: dict[str, Any], common: dict[str, Any], where: str, model_type: str) -> ModelSpec:
     d_model = _positive("d_model", _int(cfg, "d_model", where=where), where)
     heads = _positive("num_heads", _int(cfg, "num_heads", where=where), where)
     enc = _positive("num_layers", _int(cfg, "num_layers", where=where), where)
     dec = _int(cfg, "num_decoder_layers", where=where, default=enc)
     proj = str(cfg.get("feed_forward_proj", "relu"))
-    gated = proj.startswith("gated-")
+    # modeling_t5.py (5.24) picks the gated feed-forward on config.is_gated_act and the
+    # activation on config.dense_act_fn; T5Config derives both from feed_forward_proj, and a
+    # saved config.json keeps both, which win when they are given (set after __post_init__)
+    gated = cfg.get("is_gated_act")
+    if gated is None:
+        gated = proj.startswith("gated-")
+    activation = cfg.get("dense_act_fn") or proj.removeprefix("gated-")
     return ModelSpec(
         **common,
         family=model_type,
@@ -284,7 +235,7 @@ def _t5(cfg: dict[str, Any], common: dict[str, Any], where: str, model_type: str
         norm="rmsnorm",
         norms_per_layer=2,
         gated_mlp=gated,
-        activation=proj.removeprefix("gated-"),
+        activation=str(activation),
         hidden_dropout=float(cfg.get("dropout_rate", 0.1)),
         attention_dropout=float(cfg.get("dropout_rate", 0.1)),
         relative_attention_buckets=_int(
@@ -328,106 +279,6 @@ def _bert(cfg: dict[str, Any], common: dict[str, Any], where: str) -> ModelSpec:
     )
 
 
-_TIE_DEFAULT = {"gemma": True, "gemma2": True}
-
-
-def _llama_like(
-    cfg: dict[str, Any],
-    common: dict[str, Any],
-    where: str,
-    model_type: str,
-    family_name: str | None = None,
-) -> ModelSpec:
-    hidden = _positive("hidden_size", _int(cfg, "hidden_size", where=where), where)
-    heads = _positive("num_attention_heads", _int(cfg, "num_attention_heads", where=where), where)
-    kv = cfg.get("num_key_value_heads")
-    kv_heads = (
-        heads
-        if kv is None
-        else _positive("num_key_value_heads", _int(cfg, "num_key_value_heads", where=where), where)
-    )
-    if heads % kv_heads:
-        raise FitplanError(
-            f"{where}: num_attention_heads {heads} is not a multiple of num_key_value_heads {kv_heads}"
-        )
-    head_dim = cfg.get("head_dim") or hidden // heads
-    if hidden % heads and not cfg.get("head_dim"):
-        raise FitplanError(
-            f"{where}: hidden_size {hidden} is not divisible by num_attention_heads {heads}"
-        )
-    layers = _positive("num_hidden_layers", _int(cfg, "num_hidden_layers", where=where), where)
-    kwargs: dict[str, Any] = {
-        "family": family_name or model_type,
-        "hidden": hidden,
-        "layers": layers,
-        "heads": heads,
-        "kv_heads": kv_heads,
-        "head_dim": int(head_dim),
-        "intermediate": _int(cfg, "intermediate_size", where=where),
-        "vocab": _positive("vocab_size", _int(cfg, "vocab_size", where=where), where),
-        "max_position": cfg.get("max_position_embeddings"),
-        "tie_embeddings": bool(cfg.get("tie_word_embeddings", _TIE_DEFAULT.get(model_type, False))),
-        "qkv_bias": bool(cfg.get("attention_bias", False)),
-        "o_bias": bool(cfg.get("attention_bias", False)),
-        "mlp_bias": bool(cfg.get("mlp_bias", False)),
-        "activation": str(cfg.get("hidden_act", cfg.get("hidden_activation", "silu"))),
-        "attention_dropout": float(cfg.get("attention_dropout", 0.0) or 0.0),
-        "sliding_window": cfg.get("sliding_window"),
-    }
-    if model_type in ("qwen2", "qwen2_moe"):
-        kwargs["qkv_bias"] = True  # Qwen2 always has q/k/v bias and none on o_proj
-        kwargs["o_bias"] = False
-    if model_type in ("gemma", "gemma2"):
-        kwargs["activation"] = str(
-            cfg.get("hidden_activation", cfg.get("hidden_act", "gelu_pytorch_tanh"))
-        )
-    if model_type == "gemma2":
-        kwargs["norms_per_layer"] = 4
-    if model_type == "phi3":
-        kwargs["fused_qkv"] = True
-        kwargs["fused_gate_up"] = True
-    if model_type == "olmo":
-        kwargs["norm"] = "nonparam"
-    if model_type == "olmo2":
-        kwargs["qk_norm"] = "full"
-        kwargs["post_norm"] = True
-    if model_type in ("qwen3", "qwen3_moe"):
-        kwargs["qk_norm"] = "head"
-    if model_type == "mixtral":
-        kwargs["num_experts"] = _int(cfg, "num_local_experts", where=where)
-        kwargs["experts_per_token"] = _int(cfg, "num_experts_per_tok", where=where, default=2)
-        kwargs["moe_intermediate"] = kwargs["intermediate"]
-    if model_type in ("qwen3_moe", "qwen2_moe"):
-        kwargs["num_experts"] = _int(cfg, "num_experts", where=where)
-        kwargs["experts_per_token"] = _int(cfg, "num_experts_per_tok", where=where)
-        kwargs["moe_intermediate"] = _int(cfg, "moe_intermediate_size", where=where)
-        kwargs["moe_every"] = _int(cfg, "decoder_sparse_step", where=where, default=1)
-        if cfg.get("mlp_only_layers"):
-            raise FitplanError(f"{where}: mlp_only_layers is not modelled", "pass raw numbers")
-        if model_type == "qwen2_moe":
-            kwargs["shared_experts"] = 1
-            kwargs["shared_expert_intermediate"] = _int(
-                cfg, "shared_expert_intermediate_size", where=where
-            )
-            kwargs["shared_expert_gate"] = True
-    if model_type == "deepseek_v3":
-        kwargs["num_experts"] = _int(cfg, "n_routed_experts", where=where)
-        kwargs["experts_per_token"] = _int(cfg, "num_experts_per_tok", where=where)
-        kwargs["moe_intermediate"] = _int(cfg, "moe_intermediate_size", where=where)
-        kwargs["shared_experts"] = _int(cfg, "n_shared_experts", where=where, default=0)
-        kwargs["shared_expert_intermediate"] = kwargs["moe_intermediate"] * kwargs["shared_experts"]
-        kwargs["first_dense_layers"] = _int(cfg, "first_k_dense_replace", where=where, default=0)
-        kwargs["moe_every"] = _int(cfg, "moe_layer_freq", where=where, default=1)
-        kwargs["q_lora_rank"] = _int(cfg, "q_lora_rank", where=where, default=0)
-        kwargs["kv_lora_rank"] = _int(cfg, "kv_lora_rank", where=where)
-        kwargs["qk_nope_head_dim"] = _int(cfg, "qk_nope_head_dim", where=where)
-        kwargs["qk_rope_head_dim"] = _int(cfg, "qk_rope_head_dim", where=where)
-        kwargs["v_head_dim"] = _int(cfg, "v_head_dim", where=where)
-        kwargs["head_dim"] = kwargs["qk_nope_head_dim"] + kwargs["qk_rope_head_dim"]
-        kwargs["kv_heads"] = heads
-    return ModelSpec(**common, **kwargs)
-
-
 def load_config_file(path: str | Path, family: str | None = None) -> ModelSpec:
     """Read a ``config.json`` from disk; every failure is one clear FitplanError."""
     p = Path(path)
@@ -442,6 +293,24 @@ def load_config_file(path: str | Path, family: str | None = None) -> ModelSpec:
             "give a catalog name (fitplan models) or a path to config.json",
         )
     text = read_text(p, "config.json")
-    cfg = strict_json(text, shown_path(p))
+    try:
+        cfg = strict_json(text, shown_path(p))
+    except FitplanError:
+        _refuse_type_first(text, str(p), family)
+        raise
     stem = p.parent.name if p.name == "config.json" and p.parent.name else p.stem
     return spec_from_hf_config(cfg, id=stem, name=str(p), family=family)
+
+
+def _refuse_type_first(text: str, where: str, family: str | None) -> None:
+    """A file that is not standard JSON but names a type fitplan does not model is refused for
+    its type: ``save_pretrained`` writes Python's ``Infinity`` (Mamba-2's, Bamba's, Falcon-H1's
+    ``time_step_limit`` default is ``(0.0, inf)``), and that is not what is wrong with it."""
+    import json
+
+    try:
+        loose = json.loads(text)
+    except (ValueError, RecursionError):
+        return
+    if isinstance(loose, dict):
+        read_model_type(loose, where, family)

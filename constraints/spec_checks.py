@@ -30,6 +30,10 @@ BOOL_KEYS = (
     "alibi",
     "do_layer_norm_before",
     "_remove_final_layer_norm",
+    "use_sliding_window",
+    "is_gated_act",
+    "add_cross_attention",
+    "qkv_bias",
 )
 #: config.json fields read as probabilities
 DROPOUT_KEYS = (
@@ -85,6 +89,7 @@ INT_KEYS = (
     "word_embed_proj_dim",
     "type_vocab_size",
     "relative_attention_num_buckets",
+    "num_ln_in_parallel_attn",
 )
 #: families whose layers route tokens to experts: zero experts is not that model
 MOE_FAMILIES = ("mixtral", "qwen2_moe", "qwen3_moe", "deepseek_v3")
@@ -118,7 +123,13 @@ def check_config_values(cfg: dict[str, Any], where: str) -> None:
             raise FitplanError(f"{where}: {key} must not be negative, got {excerpt(value)}")
         if value > 1 << 40:
             raise FitplanError(f"{where}: {key} {excerpt(value)} is absurdly large")
-    for key in ("hidden_act", "hidden_activation", "activation_function", "feed_forward_proj"):
+    for key in (
+        "hidden_act",
+        "hidden_activation",
+        "activation_function",
+        "feed_forward_proj",
+        "dense_act_fn",
+    ):
         value = cfg.get(key)
         if value is not None and not isinstance(value, str):
             raise FitplanError(f"{where}: {key} must be a name, got {excerpt(value)}")

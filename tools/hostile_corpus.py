@@ -1104,6 +1104,56 @@ for _k, (_kind, _model, _more, _expect, _needle) in {
         {"s.yaml": {"text": _text.replace("{EXPECT}", _expect)}},
     )
 
+# ---- config.json of types fitplan does not model, as transformers 5.x save_pretrained writes
+# them (tools/arch_sweep.py): refused for the type, naming it, not for a field it spells otherwise
+_ARCH = ["explain", "--model", "{tmp}/config.json", "--gpu", "a100-80gb"]
+for _k, _text, _needle in [
+    (  # Mamba-2's time_step_limit default (0.0, inf) is written as Infinity
+        "mamba2-infinity",
+        '{"model_type": "mamba2", "hidden_size": 64, "time_step_limit": [0.0, Infinity]}',
+        "mamba2",
+    ),
+    (  # Swin's num_heads is one number per stage
+        "swin-heads-list",
+        json.dumps({"model_type": "swin", "embed_dim": 96, "num_heads": [3, 6, 12, 24]}),
+        "swin",
+    ),
+    (
+        "gemma3-multimodal",
+        json.dumps({"model_type": "gemma3", "text_config": {"model_type": "gemma3_text"}}),
+        "gemma3_text",
+    ),
+    (  # a GPT-2 decoder with cross-attention layers (GPT2Block's crossattention)
+        "gpt2-cross-attention",
+        json.dumps(
+            {
+                "model_type": "gpt2",
+                "n_embd": 64,
+                "n_head": 4,
+                "n_layer": 2,
+                "vocab_size": 100,
+                "add_cross_attention": True,
+            }
+        ),
+        "cross-attention",
+    ),
+    (  # Qwen3-MoE's two names of one field (attribute_map), disagreeing
+        "moe-expert-names-disagree",
+        json.dumps(
+            {
+                **T,
+                "model_type": "qwen3_moe",
+                "num_experts": 8,
+                "num_local_experts": 16,
+                "num_experts_per_tok": 2,
+                "moe_intermediate_size": 32,
+            }
+        ),
+        "disagree",
+    ),
+]:
+    add(f"arch-{_k}", _ARCH, _needle, {"config.json": {"text": _text}})
+
 seen = set()
 for c in cases:
     assert c["id"] not in seen, c["id"]

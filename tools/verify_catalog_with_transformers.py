@@ -77,6 +77,15 @@ def untie_t5_lm_head_if_needed(model, cfg: dict):
     return before
 
 
+def count_parameters(model) -> int:
+    """Unique parameters of a built model: a tied head counted once, buffers left out.
+    ``num_parameters()`` and the de-duplicated ``parameters()`` must agree."""
+    n = int(model.num_parameters())
+    n_check = sum(p.numel() for p in model.parameters())  # parameters() de-duplicates ties
+    assert n == n_check, (type(model).__name__, n, n_check)
+    return n
+
+
 def _is_linear(mod) -> bool:
     return isinstance(mod, nn.Linear) or (Conv1D is not None and isinstance(mod, Conv1D))
 
@@ -199,9 +208,7 @@ def main(argv=None):
         config = build_config(e["config"])
         model = build_model(config)
         n_tied_default = untie_t5_lm_head_if_needed(model, e["config"])
-        n = int(model.num_parameters())
-        n_check = sum(p.numel() for p in model.parameters())  # parameters() de-duplicates ties
-        assert n == n_check, (e["id"], n, n_check)
+        n = count_parameters(model)
         pub = e.get("published_total_params")
         match = None if pub is None else (n == pub)
         rec = OrderedDict(

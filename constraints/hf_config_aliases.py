@@ -1,0 +1,81 @@
+"""Model types transformers builds with a class fitplan models: read as that family.
+
+transformers 5.24 ``models/auto/modeling_auto.py`` maps these ``model_type`` values to the very
+class of a supported family (``("exaone", "LlamaForCausalLM")``, ``("sarvam_mla",
+"DeepseekV3ForCausalLM")``, ``"gpt-sw3"`` to ``GPT2LMHeadModel`` with ``GPT2Config``), so their
+weights, saved tensors and kernels are that family's. Their config classes name some fields
+their own way (``attribute_map``) and default others differently; both are carried here, from
+each ``configuration_<type>.py``, so the family's parser reads what transformers builds.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from constraints.frozen import frozen
+
+
+@frozen(slots=True)
+class BuiltAs:
+    family: str  # the supported family whose class transformers instantiates
+    model_class: str  # that class, named in the caveat
+    renames: tuple[tuple[str, str], ...] = ()  # (the type's key, the family's key): attribute_map
+    absent: tuple[tuple[str, Any], ...] = ()  # the type's own default for a key left out
+
+
+BUILT_AS = {
+    "exaone": BuiltAs(
+        "llama",
+        "LlamaForCausalLM",
+        (("num_layers", "num_hidden_layers"), ("activation_function", "hidden_act")),
+        (("num_key_value_heads", 8),),
+    ),
+    "internlm3": BuiltAs(
+        "llama",
+        "LlamaForCausalLM",
+        (("qkv_bias", "attention_bias"), ("bias", "mlp_bias")),
+        (("num_key_value_heads", 2), ("head_dim", 128)),
+    ),
+    "iquestcoder": BuiltAs(
+        "llama", "LlamaForCausalLM", (), (("num_key_value_heads", 8), ("head_dim", 128))
+    ),
+    "sarvam_mla": BuiltAs(
+        "deepseek_v3",
+        "DeepseekV3ForCausalLM",
+        (
+            ("num_experts", "n_routed_experts"),
+            ("num_local_experts", "n_routed_experts"),
+            ("num_shared_experts", "n_shared_experts"),
+        ),
+        (
+            ("q_lora_rank", None),
+            ("first_k_dense_replace", 1),
+            ("n_routed_experts", 128),
+            ("n_shared_experts", 1),
+        ),
+    ),
+    "gpt-sw3": BuiltAs("gpt2", "GPT2LMHeadModel"),
+}
+
+
+def read_built_as(cfg: dict[str, Any]) -> tuple[dict[str, Any], str]:
+    """The config as its family's parser reads it, and the caveat that says so; a config of any
+    other type is returned as it is, with no caveat. (``--family`` then names the same family,
+    or contradicts the one the type is built as.)"""
+    raw = cfg.get("model_type")
+    name = raw.strip().lower() if isinstance(raw, str) else ""
+    alias = BUILT_AS.get(name)
+    if alias is None:
+        return cfg, ""
+    out = {**dict(alias.absent), **cfg}
+    for theirs, ours in alias.renames:
+        if theirs in out and ours not in cfg:
+            out[ours] = out.pop(theirs)
+        else:
+            out.pop(theirs, None)
+    out["model_type"] = alias.family
+    caveat = (
+        f"model_type '{name}' read as {alias.family}: transformers builds it as "
+        f"{alias.model_class}."
+    )
+    return out, caveat

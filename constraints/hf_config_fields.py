@@ -1,0 +1,47 @@
+"""Reading one field of a Hugging Face ``config.json``: present, whole, positive, dividing."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from constraints.errors import FitplanError
+
+
+def required(cfg: dict[str, Any], *keys: str, where: str) -> Any:
+    for key in keys:
+        if cfg.get(key) is not None:
+            return cfg[key]
+    raise FitplanError(
+        f"{where}: config.json has no {' / '.join(keys)}",
+        "is this a complete Hugging Face config.json? pass raw numbers (--params …) otherwise",
+    )
+
+
+def int_field(cfg: dict[str, Any], *keys: str, where: str, default: int | None = None) -> int:
+    try:
+        value = required(cfg, *keys, where=where)
+    except FitplanError:
+        if default is None:
+            raise
+        return default
+    if isinstance(value, bool) or not isinstance(value, int | float) or int(value) != value:
+        raise FitplanError(f"{where}: {keys[0]} must be an integer, got {value!r}")
+    if value < 0:
+        raise FitplanError(f"{where}: {keys[0]} must not be negative, got {value}")
+    return int(value)
+
+
+def per_head(hidden: int, heads: int, where: str) -> int:
+    """hidden / heads, which must divide exactly (each head gets a whole slice)."""
+    if hidden % heads:
+        raise FitplanError(
+            f"{where}: hidden size {hidden} is not divisible by {heads} attention heads",
+            "each head takes hidden / heads elements; check the config",
+        )
+    return hidden // heads
+
+
+def positive(name: str, value: int, where: str) -> int:
+    if value <= 0:
+        raise FitplanError(f"{where}: {name} must be positive, got {value}")
+    return value

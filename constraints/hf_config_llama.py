@@ -1,0 +1,168 @@
+"""The Llama-like families' ``config.json`` → :class:`ModelSpec` (dense, MoE and MLA variants)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from constraints.errors import FitplanError
+from constraints.hf_config_fields import int_field as _int
+from constraints.hf_config_fields import positive as _positive
+from constraints.model_spec import ModelSpec
+
+#: the config.json keys each MoE family's routed-expert count is read from, the config class's own
+#: field first, then the names its ``attribute_map`` aliases to it (transformers 5.24
+#: configuration_<type>.py: Mixtral and Qwen3-MoE map num_experts -> num_local_experts, so
+#: ``save_pretrained`` in 5.x writes num_local_experts where the Hub's Qwen3-MoE files say
+#: num_experts; DeepSeek-V3 maps num_local_experts -> n_routed_experts; Qwen2-MoE has no alias)
+EXPERT_KEYS = {
+    "mixtral": ("num_local_experts", "num_experts"),
+    "qwen3_moe": ("num_experts", "num_local_experts"),
+    "qwen2_moe": ("num_experts",),
+    "deepseek_v3": ("n_routed_experts", "num_local_experts"),
+}
+
+
+def _experts(cfg: dict[str, Any], model_type: str, where: str) -> int:
+    """The routed-expert count under any of its family's names; two names that disagree are
+    refused (transformers would keep whichever it set last)."""
+    keys = EXPERT_KEYS[model_type]
+    given = {k: cfg[k] for k in keys if cfg.get(k) is not None}
+    values = list(given.values())
+    if any(v != values[0] for v in values[1:]):
+        shown = " and ".join(f"{k} {v}" for k, v in given.items())
+        raise FitplanError(
+            f"{where}: {shown} disagree", f"{model_type} reads them as one number: keep one"
+        )
+    return _int(cfg, *keys, where=where)
+
+
+#: families whose config keeps ``sliding_window`` but applies it only with
+#: ``use_sliding_window: true`` (default false): transformers 5.24 configuration_qwen2/qwen3/
+#: qwen3_moe.py set it to None, configuration_qwen2_moe.py to 0, when the flag is off, so
+#: Qwen2.5's ``"sliding_window": 131072, "use_sliding_window": false`` is full attention
+SLIDING_WINDOW_FLAG = ("qwen2", "qwen2_moe", "qwen3", "qwen3_moe")
+
+
+def _sliding_window(cfg: dict[str, Any], model_type: str) -> Any:
+    if model_type in SLIDING_WINDOW_FLAG and not cfg.get("use_sliding_window", False):
+        return None
+    return cfg.get("sliding_window")
+
+
+#: what a config.json that leaves a field out means, where the family's config class has its
+#: own default rather than the one the field's absence means for Llama (transformers 5.24
+#: configuration_<type>.py dataclass defaults; the same values in 4.x's __init__ signatures):
+#: MistralConfig num_key_value_heads = 8, not num_attention_heads; GemmaConfig head_dim = 256,
+#: not hidden / heads; DeepseekV3Config q_lora_rank = 1536, first_k_dense_replace = 3 and
+#: n_shared_experts = 1.
+#: Found by tools/arch_sweep.py's defaults with one key dropped (tests/constraints/test_arch_sweep.py)
+ABSENT_DEFAULTS: dict[str, dict[str, int]] = {
+    "mistral": {"num_key_value_heads": 8},
+    "mixtral": {"num_key_value_heads": 8},
+    "qwen3_moe": {"num_key_value_heads": 4},
+    "gemma": {"num_key_value_heads": 16, "head_dim": 256},
+    "gemma2": {"num_key_value_heads": 4, "head_dim": 256},
+    "deepseek_v3": {"q_lora_rank": 1536, "first_k_dense_replace": 3, "n_shared_experts": 1},
+}
+
+_TIE_DEFAULT = {"gemma": True, "gemma2": True}
+
+
+def llama_like(
+    cfg: dict[str, Any],
+    common: dict[str, Any],
+    where: str,
+    model_type: str,
+) -> ModelSpec:
+    cfg = {**ABSENT_DEFAULTS.get(model_type, {}), **cfg}  # a key given, even as null, wins
+    hidden = _positive("hidden_size", _int(cfg, "hidden_size", where=where), where)
+    heads = _positive("num_attention_heads", _int(cfg, "num_attention_heads", where=where), where)
+    kv = cfg.get("num_key_value_heads")
+    kv_heads = (
+        heads
+        if kv is None
+        else _positive("num_key_value_heads", _int(cfg, "num_key_value_heads", where=where), where)
+    )
+    if heads % kv_heads:
+        raise FitplanError(
+            f"{where}: num_attention_heads {heads} is not a multiple of num_key_value_heads {kv_heads}"
+        )
+    head_dim = cfg.get("head_dim") or hidden // heads
+    if hidden % heads and not cfg.get("head_dim"):
+        raise FitplanError(
+            f"{where}: hidden_size {hidden} is not divisible by num_attention_heads {heads}"
+        )
+    layers = _positive("num_hidden_layers", _int(cfg, "num_hidden_layers", where=where), where)
+    kwargs: dict[str, Any] = {
+        "family": model_type,
+        "hidden": hidden,
+        "layers": layers,
+        "heads": heads,
+        "kv_heads": kv_heads,
+        "head_dim": int(head_dim),
+        "intermediate": _int(cfg, "intermediate_size", where=where),
+        "vocab": _positive("vocab_size", _int(cfg, "vocab_size", where=where), where),
+        "max_position": cfg.get("max_position_embeddings"),
+        "tie_embeddings": bool(cfg.get("tie_word_embeddings", _TIE_DEFAULT.get(model_type, False))),
+        "qkv_bias": bool(cfg.get("attention_bias", False)),
+        "o_bias": bool(cfg.get("attention_bias", False)),
+        "mlp_bias": bool(cfg.get("mlp_bias", False)),
+        "activation": str(cfg.get("hidden_act", cfg.get("hidden_activation", "silu"))),
+        "attention_dropout": float(cfg.get("attention_dropout", 0.0) or 0.0),
+        "sliding_window": _sliding_window(cfg, model_type),
+    }
+    if model_type in ("qwen2", "qwen2_moe"):
+        # Qwen2 always has q/k/v bias and none on o_proj; Qwen2-MoE's config has a qkv_bias
+        # field (default true; modeling_qwen2_moe.py q/k/v_proj bias=config.qkv_bias, 5.24)
+        qkv = cfg.get("qkv_bias", True) if model_type == "qwen2_moe" else True
+        kwargs["qkv_bias"] = bool(qkv)
+        kwargs["o_bias"] = False
+    if model_type in ("gemma", "gemma2"):
+        kwargs["activation"] = str(
+            cfg.get("hidden_activation", cfg.get("hidden_act", "gelu_pytorch_tanh"))
+        )
+    if model_type == "gemma2":
+        kwargs["norms_per_layer"] = 4
+    if model_type == "phi3":
+        kwargs["fused_qkv"] = True
+        kwargs["fused_gate_up"] = True
+    if model_type == "olmo":
+        kwargs["norm"] = "nonparam"
+    if model_type == "olmo2":
+        kwargs["qk_norm"] = "full"
+        kwargs["post_norm"] = True
+    if model_type in ("qwen3", "qwen3_moe"):
+        kwargs["qk_norm"] = "head"
+    if model_type == "mixtral":
+        kwargs["num_experts"] = _experts(cfg, "mixtral", where)
+        kwargs["experts_per_token"] = _int(cfg, "num_experts_per_tok", where=where, default=2)
+        kwargs["moe_intermediate"] = kwargs["intermediate"]
+    if model_type in ("qwen3_moe", "qwen2_moe"):
+        kwargs["num_experts"] = _experts(cfg, model_type, where)
+        kwargs["experts_per_token"] = _int(cfg, "num_experts_per_tok", where=where)
+        kwargs["moe_intermediate"] = _int(cfg, "moe_intermediate_size", where=where)
+        kwargs["moe_every"] = _int(cfg, "decoder_sparse_step", where=where, default=1)
+        if cfg.get("mlp_only_layers"):
+            raise FitplanError(f"{where}: mlp_only_layers is not modelled", "pass raw numbers")
+        if model_type == "qwen2_moe":
+            kwargs["shared_experts"] = 1
+            kwargs["shared_expert_intermediate"] = _int(
+                cfg, "shared_expert_intermediate_size", where=where
+            )
+            kwargs["shared_expert_gate"] = True
+    if model_type == "deepseek_v3":
+        kwargs["num_experts"] = _experts(cfg, "deepseek_v3", where)
+        kwargs["experts_per_token"] = _int(cfg, "num_experts_per_tok", where=where)
+        kwargs["moe_intermediate"] = _int(cfg, "moe_intermediate_size", where=where)
+        kwargs["shared_experts"] = _int(cfg, "n_shared_experts", where=where, default=0)
+        kwargs["shared_expert_intermediate"] = kwargs["moe_intermediate"] * kwargs["shared_experts"]
+        kwargs["first_dense_layers"] = _int(cfg, "first_k_dense_replace", where=where, default=0)
+        kwargs["moe_every"] = _int(cfg, "moe_layer_freq", where=where, default=1)
+        kwargs["q_lora_rank"] = _int(cfg, "q_lora_rank", where=where, default=0)
+        kwargs["kv_lora_rank"] = _int(cfg, "kv_lora_rank", where=where)
+        kwargs["qk_nope_head_dim"] = _int(cfg, "qk_nope_head_dim", where=where)
+        kwargs["qk_rope_head_dim"] = _int(cfg, "qk_rope_head_dim", where=where)
+        kwargs["v_head_dim"] = _int(cfg, "v_head_dim", where=where)
+        kwargs["head_dim"] = kwargs["qk_nope_head_dim"] + kwargs["qk_rope_head_dim"]
+        kwargs["kv_heads"] = heads
+    return ModelSpec(**common, **kwargs)

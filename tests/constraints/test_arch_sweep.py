@@ -1,0 +1,231 @@
+"""Every model_type transformers knows, read as ``--model config.json`` (tools/arch_sweep.py).
+
+The stored counts in tests/data/arch_sweep.json are transformers 5.24's own
+(``model.num_parameters()`` of the class built on the meta device from the type's default
+config), an independent source: fitplan's inventory of the same default config must agree.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from constraints.errors import FitplanError
+from constraints.hf_config import load_config_file
+from constraints.hf_config_aliases import BUILT_AS
+from constraints.model_spec import SUPPORTED_TYPES
+from constraints.models import spec_from_hf_config
+from constraints.params import total_params
+
+DATA = Path(__file__).parents[1] / "data"
+TABLE = json.loads((DATA / "arch_sweep.json").read_text(encoding="utf-8"))
+CONFIGS = json.loads((DATA / "arch_sweep_configs.json").read_text(encoding="utf-8"))
+TYPES = TABLE["types"]
+
+
+def test_every_supported_type_is_in_the_sweep_and_counted() -> None:
+    assert set(SUPPORTED_TYPES) | set(BUILT_AS) <= set(CONFIGS)
+    assert TABLE["classes"].get("crashed", 0) == 0
+    assert TABLE["classes"].get("wrong", 0) == 0
+
+
+@pytest.mark.parametrize("model_type", sorted(CONFIGS))
+def test_default_config_counts_what_transformers_builds(model_type: str) -> None:
+    ref = TYPES[model_type]["transformers_params"]
+    got = total_params(spec_from_hf_config(CONFIGS[model_type], id=model_type))
+    assert got == ref  # every default is counted exactly (the sweep's class allows 0.5 %)
+
+
+UNSUPPORTED = sorted(
+    t for t in TYPES if t.lower() not in SUPPORTED_TYPES and t.lower() not in BUILT_AS
+)
+
+
+def test_the_sweep_covers_transformers_types() -> None:
+    assert len(TYPES) > 800 and len(UNSUPPORTED) > 700
+
+
+@pytest.mark.parametrize("model_type", UNSUPPORTED)
+def test_an_unsupported_type_is_refused_for_its_type(model_type: str) -> None:
+    """Fields such a type spells its own way (Swin's per-stage num_heads list) must not decide
+    the refusal: the type is read first, and the line names it."""
+    cfg = {"model_type": model_type, "hidden_size": 64, "num_heads": [3, 6], "vocab_size": 1.5}
+    with pytest.raises(FitplanError) as err:
+        spec_from_hf_config(cfg, id="t")
+    assert f"'{model_type.lower()}'" in err.value.message
+    assert "not supported" in err.value.message
+
+
+def test_multimodal_refusal_names_both_types() -> None:
+    cfg = {"model_type": "llava", "text_config": {"model_type": "llama", "hidden_size": 64}}
+    with pytest.raises(FitplanError, match=r"'llava' is multimodal.*'llama'") as err:
+        spec_from_hf_config(cfg, id="t")
+    assert "reads its text_config" in str(err.value.hint)  # llama alone is a supported family
+    gemma3 = {"model_type": "gemma3", "text_config": {"model_type": "gemma3_text"}}
+    with pytest.raises(FitplanError, match="'gemma3_text'") as err:
+        spec_from_hf_config(gemma3, id="t")
+    assert "not a family fitplan models" in str(err.value.hint)
+
+
+def test_infinity_in_an_unsupported_type_is_refused_for_the_type(tmp_path: Path) -> None:
+    """transformers' save_pretrained writes Python's Infinity (Mamba-2's time_step_limit)."""
+    p = tmp_path / "config.json"
+    p.write_text('{"model_type": "mamba2", "time_step_limit": [0.0, Infinity]}', encoding="utf-8")
+    with pytest.raises(FitplanError, match="'mamba2' is not supported"):
+        load_config_file(p)
+    p.write_text('{"model_type": "llama", "hidden_size": Infinity}', encoding="utf-8")
+    with pytest.raises(FitplanError, match="Infinity is not a number"):
+        load_config_file(p)
+
+
+QWEN3_MOE = {
+    "model_type": "qwen3_moe",
+    "hidden_size": 64,
+    "intermediate_size": 128,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "vocab_size": 100,
+    "num_experts_per_tok": 2,
+    "moe_intermediate_size": 32,
+}
+
+
+def test_expert_count_under_either_name() -> None:
+    """Qwen3MoeConfig.attribute_map maps num_experts -> num_local_experts (transformers 5.x), so
+    save_pretrained writes num_local_experts; the Hub's Qwen3-MoE files say num_experts."""
+    hub = spec_from_hf_config({**QWEN3_MOE, "num_experts": 8}, id="t")
+    saved = spec_from_hf_config({**QWEN3_MOE, "num_local_experts": 8}, id="t")
+    assert hub.num_experts == saved.num_experts == 8
+    assert total_params(hub) == total_params(saved)
+    with pytest.raises(FitplanError, match="disagree"):
+        spec_from_hf_config({**QWEN3_MOE, "num_experts": 8, "num_local_experts": 16}, id="t")
+
+
+def test_qwen_sliding_window_applies_only_when_used() -> None:
+    """Qwen2/Qwen3 configs keep sliding_window but set it to None (Qwen2-MoE: 0) unless
+    use_sliding_window is true (configuration_qwen2.py, configuration_qwen2_moe.py, 5.24)."""
+    base = {**QWEN3_MOE, "model_type": "qwen2", "sliding_window": 131072}
+    assert spec_from_hf_config(base, id="t").sliding_window is None
+    on = {**base, "use_sliding_window": True, "sliding_window": 4096}
+    assert spec_from_hf_config(on, id="t").sliding_window == 4096
+    moe = {
+        **QWEN3_MOE,
+        "model_type": "qwen2_moe",
+        "num_experts": 8,
+        "shared_expert_intermediate_size": 64,
+        "sliding_window": 0,
+        "use_sliding_window": False,
+    }
+    assert spec_from_hf_config(moe, id="t").sliding_window is None
+
+
+@pytest.mark.heavy
+@pytest.mark.parametrize("model_type", ["qwen3_moe", "t5", "bert", "opt"])
+def test_stored_counts_are_transformers_own(model_type: str) -> None:
+    """Re-derive a few stored counts with transformers (the table is not fitplan's output)."""
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).parents[2] / "tools"))
+    from arch_sweep import transformers_count
+
+    encoder = model_type == "bert"
+    got = transformers_count(model_type, encoder)
+    assert got["transformers_params"] == TYPES[model_type]["transformers_params"]
+    assert got["model_class"] == TYPES[model_type]["model_class"]
+
+
+T5 = {
+    "model_type": "t5",
+    "d_model": 64,
+    "d_kv": 16,
+    "d_ff": 128,
+    "num_layers": 2,
+    "num_heads": 4,
+    "vocab_size": 100,
+}
+
+
+def test_t5_gated_feed_forward_follows_is_gated_act() -> None:
+    """modeling_t5.py builds T5DenseGatedActDense on config.is_gated_act, which a saved config
+    keeps next to feed_forward_proj and which wins when given (T5Config, 5.24)."""
+    derived = spec_from_hf_config({**T5, "feed_forward_proj": "gated-gelu"}, id="t")
+    given = spec_from_hf_config({**T5, "feed_forward_proj": "relu", "is_gated_act": True}, id="t")
+    assert derived.gated_mlp and given.gated_mlp
+    assert total_params(given) == total_params(derived)
+    plain = spec_from_hf_config(
+        {**T5, "feed_forward_proj": "gated-gelu", "is_gated_act": False}, id="t"
+    )
+    assert not plain.gated_mlp
+    # each of the 2 + 2 feed-forwards loses its second input projection (wi_1: d_model × d_ff)
+    assert total_params(derived) - total_params(plain) == 4 * 64 * 128
+
+
+def test_gpt2_with_cross_attention_is_refused() -> None:
+    """GPT2Block adds a crossattention and ln_cross_attn when add_cross_attention is true."""
+    cfg = {"model_type": "gpt2", "n_embd": 64, "n_head": 4, "n_layer": 2, "vocab_size": 100}
+    assert total_params(spec_from_hf_config(cfg, id="t")) > 0
+    with pytest.raises(FitplanError, match="cross-attention"):
+        spec_from_hf_config({**cfg, "add_cross_attention": True}, id="t")
+
+
+@pytest.mark.parametrize("family", SUPPORTED_TYPES)
+def test_a_config_read_with_family_is_that_family(family: str) -> None:
+    """--family X on a renamed config gives X's physics, not only X's parameter count: the
+    family-keyed terms (Gemma-2's softcap and extra norms, the fp32 softmax of the Llama-style
+    families, DeepSeek's fp32 router input) follow spec.family. Before, spec.family kept the
+    config's own name: `explain --family gemma2` (LoRA, 2048 tokens) planned 11.56 GiB of
+    activations where gemma2's own config gets 13.45 GiB."""
+    own = spec_from_hf_config(CONFIGS[family], id="t").model_dump()
+    renamed = spec_from_hf_config(
+        {**CONFIGS[family], "model_type": "myarch"}, id="t", family=family
+    ).model_dump()
+    assert "'myarch' read as" in renamed.pop("caveats")
+    own.pop("caveats")
+    assert renamed == own  # every field the physics reads, family included
+
+
+DROPS = [(t, k) for t in sorted(CONFIGS) for k in sorted(CONFIGS[t]) if k != "model_type"]
+
+
+@pytest.mark.parametrize(("model_type", "key"), DROPS)
+def test_a_field_left_out_means_the_config_class_default(model_type: str, key: str) -> None:
+    """A config.json without ``key`` is the type's config class with that field at its default,
+    which is the stored default config itself: fitplan counts transformers' number, or refuses
+    (a field it needs). Before: a Mistral config without num_key_value_heads was read as
+    multi-head (+11 %; MistralConfig's default is 8), DeepSeek-V3 without first_k_dense_replace
+    as all-MoE (+4.9 %; the default is 3), Gemma without head_dim as hidden / heads (-4.1 %),
+    DeepSeek-V3 without n_shared_experts as none (-0.38 %, inside the sweep's 0.5 %: exact here)."""
+    cfg = {k: v for k, v in CONFIGS[model_type].items() if k != key}
+    ref = TYPES[model_type]["transformers_params"]
+    try:
+        got = total_params(spec_from_hf_config(cfg, id="t"))
+    except FitplanError as err:
+        assert "\n" not in str(err)
+        return
+    assert got == ref
+
+
+def test_a_type_transformers_builds_as_llama_is_read_as_llama() -> None:
+    """EXAONE's config names num_hidden_layers num_layers (ExaoneConfig.attribute_map) and
+    transformers builds it as LlamaForCausalLM: the same layers as the Llama config."""
+    llama = {
+        "model_type": "llama",
+        "hidden_size": 64,
+        "intermediate_size": 128,
+        "num_hidden_layers": 3,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "vocab_size": 100,
+    }
+    exaone = {**llama, "model_type": "exaone", "num_layers": 3, "activation_function": "silu"}
+    del exaone["num_hidden_layers"]
+    s = spec_from_hf_config(exaone, id="t")
+    assert s.family == "llama" and s.layers == 3
+    assert "transformers builds it as LlamaForCausalLM" in s.caveats
+    assert total_params(s) == total_params(spec_from_hf_config(llama, id="t"))
+    assert spec_from_hf_config(exaone, id="t", family="llama").layers == 3
+    with pytest.raises(FitplanError, match="contradicts"):
+        spec_from_hf_config(exaone, id="t", family="mistral")
