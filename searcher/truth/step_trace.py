@@ -139,11 +139,16 @@ def _segment(phase: str, place: str) -> str:
     return "|".join(f"{phase}:{p}" for p in place.split("|"))
 
 
+def _starts_backward(tracker: Any, where: str) -> None:
+    tracker.set_segment(_segment("backward", where))
+
+
 def _hooks(model: Any, tracker: Any) -> None:
     """Phase and segment marks. The head's output starts the loss. A decoder layer is ``first``,
     ``last`` or ``middle`` (segments of identical layers, matched across traced depths); in
-    backward, the layer being differentiated is the one whose gradient accumulated last (or whose
-    checkpoint is being recomputed: a recomputed layer's tensors are ``recomputed``)."""
+    backward, a layer's segment starts when the gradient of its output is ready (a hook on the
+    output), or when one of its parameters accumulates a gradient, or when its checkpoint is
+    recomputed (a recomputed layer's tensors are ``recomputed``)."""
     from searcher.truth.hf_build import layer_stacks
 
     head = model.get_output_embeddings()
@@ -161,9 +166,16 @@ def _hooks(model: Any, tracker: Any) -> None:
                     tracker.category = "recomputed"
                 tracker.set_segment(_segment(tracker.phase, where))
 
-            def post(*_: Any) -> None:
+            def post(_m: Any, _args: Any, out: Any, where: str = where) -> None:
                 if tracker.phase == "backward":
                     tracker.category = "temporaries"
+                    return
+                # the layer's backward begins when its output's gradient is ready: its segment
+                # starts there, not at its first parameter's accumulation (which, with frozen
+                # MLPs, comes after the MLP's backward, then charged to the layer above)
+                first = out[0] if isinstance(out, tuple) else out
+                if getattr(first, "requires_grad", False):
+                    first.register_hook(lambda _g, where=where: _starts_backward(tracker, where))
 
             layer.register_forward_pre_hook(pre)
             layer.register_forward_hook(post)
@@ -179,6 +191,7 @@ def _hooks(model: Any, tracker: Any) -> None:
     for p in model.parameters():
         if p.requires_grad:
             p.register_post_accumulate_grad_hook(accumulated)
+    tracker.place_of = layer_of  # the master cast's segments (_optimizer_step)
 
 
 def _run(
@@ -326,9 +339,20 @@ def _optimizer_step(opt: Any, trainable: list[Any], masters: Any, tracker: Any) 
     tracker.set_phase("optimizer step", "optimizer_transient")
     torch.nn.utils.clip_grad_norm_(trainable, HF_MAX_GRAD_NORM, foreach=True)
     if masters is not None:
+        # the cast in segments of the layer being cast: live bytes while layer i is cast are
+        # fp32 gradients before it and 16-bit ones after, so a single segment's peak (the first,
+        # largest parameter at 3 and 4 layers, the last at 28) would not be linear in the depth
+        place_of = getattr(tracker, "place_of", {})
+        after_layers = False
         for p, m in zip(trainable, masters, strict=True):
+            place = place_of.get(id(p))
+            after_layers = after_layers or place is not None
+            if place is None:
+                place = "after" if after_layers else "before"
+            tracker.set_segment(_segment("optimizer step:master cast", place))
             m.grad = p.grad.float()
             p.grad = None
+        tracker.set_segment("optimizer step:update")
     opt.step()
     if masters is not None:
         for p, m in zip(trainable, masters, strict=True):
