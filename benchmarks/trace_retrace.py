@@ -20,6 +20,7 @@ import fcntl
 import json
 import random
 import time
+from pathlib import Path
 from typing import Any
 
 from benchmarks import trace_sweep as ts
@@ -102,12 +103,16 @@ def main(argv: list[str] | None = None) -> int:
         "--where", default="", help="knob=value[,knob=value…][;…]: every row matching one"
     )
     p.add_argument("--sample", type=int, default=0, help="N other rows drawn at random")
+    p.add_argument("--keys", type=Path, help="a file of row keys (one JSON string a line)")
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--dry-run", action="store_true", help="list the rows, trace nothing")
     a = p.parse_args(argv)
     where = [dict(kv.split("=", 1) for kv in alt.split(",") if kv) for alt in a.where.split(";")]
     where = [w for w in where if w]
     keys = select(a.worst, where, a.sample, a.seed)
+    if a.keys:
+        lines = a.keys.read_text(encoding="utf-8").splitlines()
+        keys += [k for k in (json.loads(line) for line in lines if line) if k not in keys]
     if a.dry_run:
         print("\n".join(keys))
         return 0

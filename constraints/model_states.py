@@ -381,9 +381,20 @@ def optimizer_parts(
         np.where(shard_s, p_train * C.FP32_BYTES * frac / dp, p_train * C.FP32_BYTES * frac),
         0.0,
     )
+    # the tensors Adafactor steps: the fp32 master and its fp32 gradient, else the trainable
+    # parameter and its gradient in their own dtypes (each 16-bit one copied to fp32)
+    stepped_16 = (master_bytes == 0) & (trainable_bytes < C.FP32_BYTES)
+    grads_16 = (master_bytes == 0) & (
+        np.where(batch.is_lora, batch.adapter_bytes, batch.grad_bytes) < C.FP32_BYTES
+    )
+    adafactor_per_element = (
+        C.ADAFACTOR_STEP_BYTES_PER_ELEMENT
+        + np.where(stepped_16, C.ADAFACTOR_FP32_COPY_BYTES, 0.0)
+        + np.where(grads_16, C.ADAFACTOR_FP32_COPY_BYTES, 0.0)
+    )
     step_adafactor = np.where(
         _OPT_FACTORED[opt],
-        C.ADAFACTOR_STEP_BYTES_PER_ELEMENT * np.minimum(f.largest_tensor, p_train) / tp,
+        adafactor_per_element * np.minimum(f.largest_tensor, p_train) / tp,
         0.0,
     )
     step_transient = np.where(

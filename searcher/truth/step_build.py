@@ -83,6 +83,7 @@ def build(cfg_dict: dict[str, Any], cfg: TrainConfig) -> tuple[Any, str]:
         with torch.device("meta"):
             quantise_linears(model, torch_dtype(compute), cfg.quant == "nf4-dq", head)
         model.is_loaded_in_4bit = True  # what prepare_model_for_kbit_training looks for
+        model.config._is_quantized = True  # what transformers' quantizer sets (quantizers/base.py)
     # PEFT's QLoRA recipe (fp32 adapters, PEFT's default) runs prepare_model_for_kbit_training:
     # every non-quantised parameter upcast to fp32. With 16-bit adapters pinned, the stack is
     # the one fitplan emits (searcher/emitters/hf_template.py: no prepare call, adapters cast to
