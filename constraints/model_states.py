@@ -157,6 +157,7 @@ _OPT_STATES = _optimizer_table("states").astype(np.float64)
 _OPT_EIGHT = _optimizer_table("eight_bit").astype(bool)
 _OPT_FACTORED = _optimizer_table("factored").astype(bool)
 _OPT_PAGED = _optimizer_table("paged").astype(bool)
+_OPT_FP32_STATES = _optimizer_table("fp32_states").astype(bool)
 _QUANT_BYTES = np.array([QUANTS[q].bytes_per_weight for q in QUANT_NAMES])
 _QUANT_ROW_SCALE = np.array([QUANTS[q].per_row_fp32_scale for q in QUANT_NAMES])
 
@@ -351,7 +352,7 @@ def optimizer_parts(
     small = np.minimum(_small_trainable(spec, batch), p_train)
     eight = _OPT_EIGHT[opt]
     states = _OPT_STATES[opt]
-    per_param_32 = states * batch.state_bytes
+    per_param_32 = states * np.where(_OPT_FP32_STATES[opt], C.FP32_BYTES, batch.state_bytes)
     eight_bytes = states * (
         (p_train - small) * (1.0 + C.FP32_BYTES / BNB_OPTIM_BLOCK) + small * C.FP32_BYTES
     )
