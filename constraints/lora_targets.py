@@ -59,6 +59,31 @@ def lora_target_groups(spec: ModelSpec, targets: str) -> list[ParamGroup]:
     return [g for n in found for g in modules[n]]
 
 
+def peft_target_modules(spec: ModelSpec, targets: str) -> str | list[str]:
+    """PEFT ``target_modules`` for the linears fitplan counts: "all-linear" as is; the named sets
+    (``attention``, ``default``) as the module names of :func:`lora_target_groups` (a leaf name,
+    or the dotted suffix where the leaf alone would also match another layer, e.g. GPT-2's
+    attn.c_proj vs mlp.c_proj); a user's list verbatim (PEFT matches it). What the emitted
+    scripts and the step tracer hand to PEFT, so that both run the adapters counted."""
+    key = targets.strip().lower()
+    if key == "all-linear":
+        return "all-linear"
+    if key not in ("attention", "default"):
+        return [n.strip() for n in targets.split(",") if n.strip()]
+    chosen = [g.name.removesuffix(".weight") for g in lora_target_groups(spec, key)]
+    every = [
+        g.name.removesuffix(".weight")
+        for groups in inventory(spec).linear_modules().values()
+        for g in groups
+    ]
+    out: list[str] = []
+    for path in dict.fromkeys(chosen):
+        leaf = path.rsplit(".", 1)[-1]
+        clash = any(p.rsplit(".", 1)[-1] == leaf and p not in chosen for p in every)
+        out.append(path if clash else leaf)
+    return list(dict.fromkeys(out))
+
+
 def lora_params(spec: ModelSpec, rank: int, targets: str) -> int:
     """Trainable LoRA parameters: Σ over targeted linears of r·(d_in + d_out) (A: r×d_in, B: d_out×r)."""
     inv = inventory(spec)

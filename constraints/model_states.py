@@ -157,6 +157,7 @@ _OPT_STATES = _optimizer_table("states").astype(np.float64)
 _OPT_EIGHT = _optimizer_table("eight_bit").astype(bool)
 _OPT_FACTORED = _optimizer_table("factored").astype(bool)
 _OPT_PAGED = _optimizer_table("paged").astype(bool)
+_OPT_FP32_STATES = _optimizer_table("fp32_states").astype(bool)
 _QUANT_BYTES = np.array([QUANTS[q].bytes_per_weight for q in QUANT_NAMES])
 _QUANT_ROW_SCALE = np.array([QUANTS[q].per_row_fp32_scale for q in QUANT_NAMES])
 
@@ -351,7 +352,7 @@ def optimizer_parts(
     small = np.minimum(_small_trainable(spec, batch), p_train)
     eight = _OPT_EIGHT[opt]
     states = _OPT_STATES[opt]
-    per_param_32 = states * batch.state_bytes
+    per_param_32 = states * np.where(_OPT_FP32_STATES[opt], C.FP32_BYTES, batch.state_bytes)
     eight_bytes = states * (
         (p_train - small) * (1.0 + C.FP32_BYTES / BNB_OPTIM_BLOCK) + small * C.FP32_BYTES
     )
@@ -381,9 +382,20 @@ def optimizer_parts(
         np.where(shard_s, p_train * C.FP32_BYTES * frac / dp, p_train * C.FP32_BYTES * frac),
         0.0,
     )
+    # the tensors Adafactor steps: the fp32 master and its fp32 gradient, else the trainable
+    # parameter and its gradient in their own dtypes (each 16-bit one copied to fp32)
+    stepped_16 = (master_bytes == 0) & (trainable_bytes < C.FP32_BYTES)
+    grads_16 = (master_bytes == 0) & (
+        np.where(batch.is_lora, batch.adapter_bytes, batch.grad_bytes) < C.FP32_BYTES
+    )
+    adafactor_per_element = (
+        C.ADAFACTOR_STEP_BYTES_PER_ELEMENT
+        + np.where(stepped_16, C.ADAFACTOR_FP32_COPY_BYTES, 0.0)
+        + np.where(grads_16, C.ADAFACTOR_FP32_COPY_BYTES, 0.0)
+    )
     step_adafactor = np.where(
         _OPT_FACTORED[opt],
-        C.ADAFACTOR_STEP_BYTES_PER_ELEMENT * np.minimum(f.largest_tensor, p_train) / tp,
+        adafactor_per_element * np.minimum(f.largest_tensor, p_train) / tp,
         0.0,
     )
     step_transient = np.where(

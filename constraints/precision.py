@@ -158,7 +158,9 @@ class Optimizer:
     under ``BNB_MIN_8BIT_SIZE`` elements keep fp32 states. ``factored``: Adafactor keeps row and
     column second-moment vectors (n + m per n×m matrix) and no first moment. ``paged``: states in
     CUDA unified memory (cudaMallocManaged), evicted to CPU RAM under pressure and invisible to
-    torch.cuda.max_memory_allocated.
+    torch.cuda.max_memory_allocated. ``fp32_states``: the states are fp32 whatever the parameter's
+    dtype (bitsandbytes' 32-bit optimizers: ``Optimizer1State.init_state`` takes float32 for
+    ``optim_bits == 32``), not the recipe's state dtype.
     """
 
     name: str
@@ -166,6 +168,7 @@ class Optimizer:
     eight_bit: bool = False
     factored: bool = False
     paged: bool = False
+    fp32_states: bool = False
     description: str = ""
     hf_name: str = ""
 
@@ -203,7 +206,15 @@ OPTIMIZERS: dict[str, Optimizer] = {
             description="Adafactor, factored second moment, no first moment (HF defaults)",
             hf_name="adafactor",
         ),
-        Optimizer("lion", 1, description="Lion: one momentum state", hf_name="lion_32bit"),
+        # HF Trainer's lion_32bit is bitsandbytes' Lion with optim_bits=32
+        # (transformers trainer_optimizer.py): one fp32 state, updated in one fused kernel
+        Optimizer(
+            "lion",
+            1,
+            fp32_states=True,
+            description="Lion (bitsandbytes, 32-bit): one fp32 momentum state",
+            hf_name="lion_32bit",
+        ),
     )
 }
 

@@ -225,28 +225,10 @@ def adapter_dtype(cfg: TrainConfig) -> str:
 
 
 def lora_target_modules(plan: Plan) -> str | list[str]:
-    """PEFT ``target_modules``: "all-linear" as is; the named sets as the module names fitplan
-    counted (a leaf name, or the dotted suffix where the leaf alone would also match another
-    layer, e.g. GPT-2's attn.c_proj vs mlp.c_proj); a user's list verbatim (PEFT matches it)."""
-    from constraints.params import inventory, lora_target_groups
+    """PEFT ``target_modules`` of the plan (constraints.lora_targets.peft_target_modules)."""
+    from constraints.lora_targets import peft_target_modules
 
-    key = plan.config.lora_targets.strip().lower()
-    if key == "all-linear":
-        return "all-linear"
-    if key not in ("attention", "default"):
-        return [n.strip() for n in plan.config.lora_targets.split(",") if n.strip()]
-    chosen = [g.name.removesuffix(".weight") for g in lora_target_groups(plan.model, key)]
-    every = [
-        g.name.removesuffix(".weight")
-        for groups in inventory(plan.model).linear_modules().values()
-        for g in groups
-    ]
-    out: list[str] = []
-    for path in dict.fromkeys(chosen):
-        leaf = path.rsplit(".", 1)[-1]
-        clash = any(p.rsplit(".", 1)[-1] == leaf and p not in chosen for p in every)
-        out.append(path if clash else leaf)
-    return list(dict.fromkeys(out))
+    return peft_target_modules(plan.model, plan.config.lora_targets)
 
 
 @frozen

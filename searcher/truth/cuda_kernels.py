@@ -87,9 +87,37 @@ def _register_flash() -> None:
     fused = attention_function()
 
     def flash_attention(module: Any, query: Any, key: Any, value: Any, *args: Any, **kw: Any):
+        # transformers' flash_attention_forward casts fp32 inputs (rotary under autocast, PEFT's
+        # fp32 layer norms) to the autocast / loaded / weight dtype before the kernel, which then
+        # saves those 16-bit copies (integrations/flash_attention.py get_target_dtype,
+        # modeling_flash_attention_utils.py fa_peft_integration_check)
+        from transformers.integrations.flash_attention import get_target_dtype
+        from transformers.modeling_flash_attention_utils import fa_peft_integration_check
+
+        target = get_target_dtype(query, module)
+        query, key, value = fa_peft_integration_check(query, key, value, target)
         return fused.apply(query, key, value, "flash", None), None  # (b, s, h, d), as HF expects
 
     AttentionInterface.register(FLASH_IMPL, flash_attention)
+
+
+def _autocast_lower(*tensors: Any) -> tuple[Any, ...]:
+    """What CUDA autocast does to ``scaled_dot_product_attention``'s arguments (ATen
+    autocast_mode.cpp: ``KERNEL_CUDA(scaled_dot_product_attention, lower_precision_fp)``): every
+    floating tensor not in the autocast dtype (fp64 excepted) cast to it. The emulation replaces
+    the Python function, so the dispatcher's autocast never sees the call; the tracer's autocast
+    runs on the CPU device."""
+    import torch
+
+    if not torch.is_autocast_enabled("cpu"):
+        return tensors
+    low = torch.get_autocast_dtype("cpu")
+    return tuple(
+        t.to(low)
+        if t is not None and t.is_floating_point() and t.dtype not in (low, torch.float64)
+        else t
+        for t in tensors
+    )
 
 
 @contextmanager
@@ -103,6 +131,7 @@ def cuda_attention() -> Iterator[None]:
     original = F.scaled_dot_product_attention
 
     def sdpa(q: Any, k: Any, v: Any, attn_mask: Any = None, *args: Any, **kw: Any) -> Any:
+        q, k, v, attn_mask = _autocast_lower(q, k, v, attn_mask)
         kernel = "flash" if attn_mask is None and q.dtype != torch.float32 else "mem_efficient"
         return fused.apply(q, k, v, kernel, attn_mask).transpose(1, 2)  # (b, h, s, d) view
 

@@ -242,9 +242,11 @@ def lion_class() -> type:
     import torch
 
     class Lion(torch.optim.Optimizer):
-        """Lion (Chen et al. 2023), as lion-pytorch's foreach-free update: one momentum state in
-        the parameter's dtype; per parameter, the update ``sign(β1·m + (1−β1)·g)`` is one
-        temporary of the parameter's size."""
+        """Lion (Chen et al. 2023) as HF Trainer's ``lion_32bit`` runs it: bitsandbytes' Lion with
+        ``optim_bits=32`` (transformers trainer_optimizer.py). One fp32 state per parameter,
+        whatever the parameter's dtype (``Optimizer1State.init_state``), and the update in one
+        fused kernel (``optimizer_update_32bit``) that writes the state and the parameter in place
+        and allocates nothing."""
 
         def __init__(self, params: Any, lr: float = 1e-4, betas: tuple[float, float] = (0.9, 0.99)):
             super().__init__(params, {"lr": lr, "betas": betas})
@@ -252,18 +254,15 @@ def lion_class() -> type:
         @torch.no_grad()
         def step(self, closure: Any = None) -> Any:
             for group in self.param_groups:
-                b1, b2 = group["betas"]
                 for p in group["params"]:
                     if p.grad is None:
                         continue
                     state = self.state[p]
                     if not state:
-                        state["exp_avg"] = torch.zeros_like(p)
-                    m = state["exp_avg"]
-                    update = m.clone().mul_(b1).add_(p.grad, alpha=1 - b1).sign_()
-                    p.add_(update, alpha=-group["lr"])
-                    del update
-                    m.mul_(b2).add_(p.grad, alpha=1 - b2)
+                        state["exp_avg"] = torch.zeros_like(p, dtype=torch.float32)
+                    # the fused kernel's in-place writes (values are irrelevant: fake tensors)
+                    state["exp_avg"].mul_(group["betas"][1])
+                    p.mul_(1.0)
             return None
 
     return Lion

@@ -83,6 +83,7 @@ def build(cfg_dict: dict[str, Any], cfg: TrainConfig) -> tuple[Any, str]:
         with torch.device("meta"):
             quantise_linears(model, torch_dtype(compute), cfg.quant == "nf4-dq", head)
         model.is_loaded_in_4bit = True  # what prepare_model_for_kbit_training looks for
+        model.config._is_quantized = True  # what transformers' quantizer sets (quantizers/base.py)
     # PEFT's QLoRA recipe (fp32 adapters, PEFT's default) runs prepare_model_for_kbit_training:
     # every non-quantised parameter upcast to fp32. With 16-bit adapters pinned, the stack is
     # the one fitplan emits (searcher/emitters/hf_template.py: no prepare call, adapters cast to
@@ -99,21 +100,26 @@ def build(cfg_dict: dict[str, Any], cfg: TrainConfig) -> tuple[Any, str]:
     elif cfg.checkpointing == "full":
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=ckpt_kwargs)
     if cfg.is_lora:
-        model = peft_wrap(model, cfg)
+        model = peft_wrap(model, cfg, cfg_dict)
     return model, note
 
 
-def peft_wrap(model: Any, cfg: TrainConfig) -> Any:
+def peft_wrap(model: Any, cfg: TrainConfig, cfg_dict: dict[str, Any]) -> Any:
+    """PEFT LoRA on ``model``. ``default``: PEFT's own per-family default; ``attention``: the
+    attention projections fitplan counts, named as the emitted scripts name them (Falcon's
+    ``dense``, OPT's ``out_proj``, GPT-2's ``attn.c_proj`` included)."""
     import torch
     from peft import LoraConfig, get_peft_model
+
+    from constraints.lora_targets import peft_target_modules
+    from constraints.models import spec_from_hf_config
 
     targets: Any = cfg.lora_targets
     if targets == "default":
         targets = None
-    elif targets == "attention":
-        targets = ["q_proj", "k_proj", "v_proj", "o_proj", "qkv_proj", "c_attn", "query_key_value"]
-    elif targets != "all-linear":
-        targets = [t.strip() for t in targets.split(",") if t.strip()]
+    else:
+        spec = spec_from_hf_config(cfg_dict, id="traced", name="traced")
+        targets = peft_target_modules(spec, targets)
     lora = LoraConfig(
         r=cfg.lora_rank,
         lora_alpha=PEFT_LORA_ALPHA,

@@ -38,6 +38,7 @@ from typing import Any
 from constraints.config import TrainConfig
 from constraints.models import ModelSpec
 from searcher.truth.step_build import build, check_supported, optimizer_for, torch_dtype
+from searcher.truth.step_segments import _hooks, _segment
 
 #: HF Trainer's default gradient clipping (TrainingArguments.max_grad_norm)
 HF_MAX_GRAD_NORM = 1.0
@@ -118,67 +119,6 @@ def _quiet_masks() -> Iterator[None]:
         yield
     finally:
         masking_utils.find_packed_sequence_indices = original
-
-
-def _layer_place(i: int, n: int) -> str:
-    """first / second / … / second-to-last / last; a layer may be two (joined by '|')."""
-    places = []
-    if i == 0:
-        places.append("first")
-    elif i == n - 1:
-        places.append("last")
-    else:
-        if i == 1:
-            places.append("second")
-        if i == n - 2:
-            places.append("second_to_last")
-    return "|".join(places) or "middle"
-
-
-def _segment(phase: str, place: str) -> str:
-    return "|".join(f"{phase}:{p}" for p in place.split("|"))
-
-
-def _hooks(model: Any, tracker: Any) -> None:
-    """Phase and segment marks. The head's output starts the loss. A decoder layer is ``first``,
-    ``last`` or ``middle`` (segments of identical layers, matched across traced depths); in
-    backward, the layer being differentiated is the one whose gradient accumulated last (or whose
-    checkpoint is being recomputed: a recomputed layer's tensors are ``recomputed``)."""
-    from searcher.truth.hf_build import layer_stacks
-
-    head = model.get_output_embeddings()
-    head.register_forward_hook(lambda *_: tracker.set_phase("loss", "logits_and_loss"))
-    layer_of: dict[int, str] = {}
-    for _name, stack in layer_stacks(model):
-        n = len(stack)
-        for i, layer in enumerate(stack):
-            where = _layer_place(i, n)
-            for p in layer.parameters():
-                layer_of[id(p)] = where
-
-            def pre(*_: Any, where: str = where) -> None:
-                if tracker.phase == "backward":
-                    tracker.category = "recomputed"
-                tracker.set_segment(_segment(tracker.phase, where))
-
-            def post(*_: Any) -> None:
-                if tracker.phase == "backward":
-                    tracker.category = "temporaries"
-
-            layer.register_forward_pre_hook(pre)
-            layer.register_forward_hook(post)
-
-    def accumulated(p: Any) -> None:
-        tracker.label(p.grad, "gradients")
-        where = layer_of.get(id(p))
-        if where is not None:
-            tracker.set_segment(_segment("backward", where))
-        elif tracker.segment != "backward":  # outside the layers, after them: the embedding
-            tracker.set_segment("backward:embedding")
-
-    for p in model.parameters():
-        if p.requires_grad:
-            p.register_post_accumulate_grad_hook(accumulated)
 
 
 def _run(
@@ -326,9 +266,20 @@ def _optimizer_step(opt: Any, trainable: list[Any], masters: Any, tracker: Any) 
     tracker.set_phase("optimizer step", "optimizer_transient")
     torch.nn.utils.clip_grad_norm_(trainable, HF_MAX_GRAD_NORM, foreach=True)
     if masters is not None:
+        # the cast in segments of the layer being cast: live bytes while layer i is cast are
+        # fp32 gradients before it and 16-bit ones after, so a single segment's peak (the first,
+        # largest parameter at 3 and 4 layers, the last at 28) would not be linear in the depth
+        place_of = getattr(tracker, "place_of", {})
+        after_layers = False
         for p, m in zip(trainable, masters, strict=True):
+            place = place_of.get(id(p))
+            after_layers = after_layers or place is not None
+            if place is None:
+                place = "after" if after_layers else "before"
+            tracker.set_segment(_segment("optimizer step:master cast", place))
             m.grad = p.grad.float()
             p.grad = None
+        tracker.set_segment("optimizer step:update")
     opt.step()
     if masters is not None:
         for p, m in zip(trainable, masters, strict=True):

@@ -64,13 +64,13 @@ def torch_dtype(name: str) -> Any:
 
 
 def _lora_targets(spec: Any, targets: str) -> Any:
-    if targets == "all-linear":
-        return "all-linear"
+    """PEFT target_modules: PEFT's own default, else the modules fitplan counts, named as the
+    emitted scripts name them (GPT-2's attention is c_attn and attn.c_proj, not mlp.c_proj)."""
     if targets == "default":
         return None
-    from constraints.params import lora_target_groups
+    from constraints.lora_targets import peft_target_modules
 
-    return sorted({g.module for g in lora_target_groups(spec, targets)})
+    return peft_target_modules(spec, targets)
 
 
 def build(spec: Any, cfg_dict: dict[str, Any], cfg: Any, device: str) -> tuple[Any, list[str]]:

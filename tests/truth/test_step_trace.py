@@ -56,6 +56,44 @@ def test_extrapolation_equals_a_full_trace_to_the_block(kw: dict) -> None:
     assert extrapolated.moment == full.moment
 
 
+#: a Falcon-style layer (parallel attention and MLP from one layer norm, multi-query): layer 0's
+#: MLP needs no backward when the embedding is frozen (no checkpointing), and a layer's first
+#: parameter to accumulate (LoRA on the attention) comes after its MLP's backward
+TINY_FALCON = {
+    "model_type": "falcon", "hidden_size": 64, "num_attention_heads": 4, "num_hidden_layers": 12,
+    "vocab_size": 128, "ffn_hidden_size": 4096, "multi_query": True, "parallel_attn": True,
+    "new_decoder_architecture": False, "alibi": False, "bias": False,
+    "max_position_embeddings": 256, "tie_word_embeddings": True,
+}  # fmt: skip
+#: tied embeddings larger than 3–4 layers but smaller than 12
+TINY_TIED = {**TINY, "num_hidden_layers": 12, "vocab_size": 4096, "tie_word_embeddings": True}
+
+
+@pytest.mark.parametrize(
+    ("model", "kw"),
+    [
+        # the layer's backward segment started at its first accumulated gradient, so at 3 layers
+        # the second-to-last layer's segment held layer 0's (absent) MLP backward and at 4 a real
+        # one: a dequantised MLP weight per layer extrapolated over 8 layers (+55 %; Falcon-7B
+        # QLoRA 1 × 512 traced 9.67 GiB at 3/4 layers, 6.93 at all 32)
+        (TINY_FALCON, {"method": "qlora", "quant": "nf4-dq", "lora_targets": "attention"}),
+        (TINY_FALCON, {"method": "lora", "lora_targets": "attention"}),
+        # the master cast's peak: the first (embedding) parameter's fp32 gradient beside every
+        # 16-bit one at 3/4 layers, the last layer's with every gradient fp32 at 12 (−5.3 %;
+        # Qwen2.5-1.5B bf16-master 12.37 GiB at 3/4 layers vs weights + master + fp32 gradients)
+        (TINY_TIED, {"method": "full", "recipe": "bf16-master", "seq_len": 8, "micro_batch": 1}),
+    ],
+)
+def test_extrapolated_segments_match_a_full_trace(model: dict, kw: dict) -> None:
+    base = {"micro_batch": 1, "seq_len": 16, "optimizer": "sgd", "lora_rank": 4}
+    base.update(recipe="bf16-torch", attention="flash")
+    cfg = {**base, **kw}
+    full = _trace(model, full_depth=True, **cfg)
+    extrapolated = _trace(model, **cfg)
+    assert extrapolated.peak_bytes == full.peak_bytes
+    assert extrapolated.moment == full.moment
+
+
 def test_second_step_adds_exactly_adams_state() -> None:
     """fp32 full fine-tune, activations dominant so both peaks sit in backward: the second step
     carries AdamW's exp_avg and exp_avg_sq (fp32, one per parameter) and its fused step counter
@@ -90,6 +128,45 @@ def test_eager_extra_over_sdpa_scales_with_batch_heads_seq_squared() -> None:
     assert 4 <= per_score <= 12
     assert extra(2, 128) / base == pytest.approx(2.0, rel=0.05)
     assert extra(1, 256) / base == pytest.approx(4.0, rel=0.10)
+
+
+TINY_OPT = {
+    "model_type": "opt", "hidden_size": 64, "num_attention_heads": 4, "num_hidden_layers": 2,
+    "ffn_dim": 128, "vocab_size": 512, "word_embed_proj_dim": 64, "max_position_embeddings": 256,
+}  # fmt: skip
+TINY_GPT2 = {
+    "model_type": "gpt2", "n_embd": 64, "n_head": 4, "n_layer": 2, "vocab_size": 512,
+    "n_positions": 256,
+}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("model", "adapted"),
+    [
+        # the attention projections of each modeling file (modeling_falcon.py FalconAttention:
+        # query_key_value, dense; modeling_opt.py OPTAttention: q/k/v/out_proj; modeling_gpt2.py
+        # GPT2Attention: c_attn, c_proj): the out projection was left without an adapter
+        (TINY_FALCON, {"self_attention.query_key_value", "self_attention.dense"}),
+        (
+            TINY_OPT,
+            {"self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.out_proj"},
+        ),
+        (TINY_GPT2, {"attn.c_attn", "attn.c_proj"}),
+    ],
+)
+def test_attention_targets_adapt_every_attention_projection(model: dict, adapted: set) -> None:
+    """``--lora-targets attention`` traces the adapters the emitted script builds: every
+    attention projection, the MLP's none (GPT-2's mlp.c_proj shares the leaf name)."""
+    from searcher.truth.step_build import build as _build
+
+    cfg = TrainConfig(method="lora", lora_targets="attention", lora_rank=4)
+    peft_model, _ = _build(model, cfg)
+    found = {  # layer 0's adapted modules: "….layers.0.self_attn.q_proj.lora_A.default.weight"
+        name.split(".0.", 1)[1].split(".lora_A")[0]
+        for name, _p in peft_model.named_parameters()
+        if ".lora_A." in name and ".0." in name
+    }
+    assert found == adapted
 
 
 def test_lora_adapters_are_fp32_on_a_bf16_base() -> None:
