@@ -39,7 +39,9 @@ def read_sync_each_batch(r: Reading, doc: Document) -> None:
 
 def resolve_grad_sync(r: Reading, cfg: TrainConfig, overrides: dict[str, Any]) -> TrainConfig:
     """``cfg`` with the grad_sync the framework runs: last-micro-batch where a Trainer loop
-    shards gradients with FSDP, accumulates and was not told ``sync_each_batch`` (with a note)."""
+    shards gradients with FSDP, accumulates and was not told ``sync_each_batch`` (with a note).
+    Elsewhere the Trainer's no_sync changes no memory and the reading keeps the default (a
+    suggested change that would start sharding or accumulating is costed with it)."""
     if "grad_sync" in overrides or r.format not in TRAINER_LOOPS:
         return cfg
     sharded = cfg.backend in ("fsdp1", "fsdp2") and cfg.zero >= 2 and cfg.dp > 1

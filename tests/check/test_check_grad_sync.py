@@ -39,12 +39,13 @@ def test_sync_each_batch_true_is_read(tmp_path: Path, capsys) -> None:
     assert used and used[0]["field"] == "grad_sync"
 
 
-def test_no_accumulation_or_one_gpu_is_each_micro_batch(tmp_path: Path, capsys) -> None:
+def test_no_accumulation_is_each_micro_batch(tmp_path: Path, capsys) -> None:
     text = (DATA / AXOLOTL_FSDP).read_text(encoding="utf-8")
     f = tmp_path / AXOLOTL_FSDP
     f.write_text(text.replace("gradient_accumulation_steps: 4", "gradient_accumulation_steps: 1"))
     _code, out = run_json(capsys, str(f), *ARGS)
     assert out["config"]["grad_sync"] == "each-micro-batch"
+    assert not any("no_sync" in n for n in out["notes"])
 
 
 def test_last_micro_batch_costs_the_unsharded_gradients(tmp_path: Path, capsys) -> None:
