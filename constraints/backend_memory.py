@@ -49,6 +49,39 @@ DEEPSPEED_REDUCE_BUFFERS_OVERLAP = 2
 FSDP_REDUCE_BYTES_FP32_PARAMS = 4.0
 
 
+def unsynced_gradients(
+    batch: ConfigBatch, p_here: np.ndarray, fsdp_multi: np.ndarray, reduce_bytes: np.ndarray
+) -> np.ndarray:
+    """Gradients held unsharded through the micro-batches that run under FSDP's ``no_sync``
+    (``grad_sync`` last-micro-batch), bytes per GPU; 0 where they are reduced every micro-batch.
+
+    FSDP1 (torch/distributed/fsdp/_runtime_utils.py ``_post_backward_hook``): without
+    ``_sync_gradients`` the hook returns before the reduce-scatter and ``flat_param.grad`` stays
+    the unsharded gradient, which the next micro-batch accumulates into; ``_finalize_params``
+    keeps it ("``.grad`` remains the unsharded gradient from prior ``no_sync()`` iterations").
+    On the last micro-batch ``_reduce_grad`` sets ``flat_param.grad = None`` before each unit's
+    reduce-scatter, so only sharded gradients reach the optimizer step. FSDP2
+    (_fully_shard/_fsdp_param_group.py ``post_backward`` with ``reduce_grads`` False) keeps each
+    parameter's unsharded gradient, upcast to the reduce dtype (_fsdp_param.py
+    ``to_accumulated_grad_if_needed``). So from the second micro-batch's forward to the last
+    micro-batch's backward every trainable parameter's gradient is whole on every GPU: P_trainable
+    (this GPU's tensor/pipeline share) × the bytes it is held in, not ÷ dp. Only where gradients
+    are sharded (zero ≥ 2: FULL_SHARD / SHARD_GRAD_OP) and accumulated; DeepSpeed reduces every
+    micro-batch (transformers Trainer syncs under DeepSpeed; accelerate's no_sync is a no-op at
+    ZeRO ≥ 2). Measured with torch's FSDP1 and FSDP2 on 2 gloo ranks (tools/measure_no_sync.py,
+    tests/truth/test_no_sync_gloo.py): P × 4 B held after each no_sync micro-batch, P × 4 / 2
+    after the synced one."""
+    held_bytes = np.where(batch.backend == BACKEND_CODE["fsdp2"], reduce_bytes, batch.grad_bytes)
+    applies = (
+        fsdp_multi
+        & batch.sync_last
+        & (batch.zero >= 2)
+        & (batch.grad_accum > 1)
+        & ~batch.opt_in_bwd
+    )
+    return np.where(applies, p_here * held_bytes, 0.0)
+
+
 def apply_backend(
     spec: ModelSpec,
     batch: ConfigBatch,
@@ -127,6 +160,7 @@ def apply_backend(
     # phases of constraints/memory.py add ``backward_buckets`` at "backward" and "end of backward"
     rs = unit_train * (batch.grad_bytes + reduce_bytes * (1.0 + 1.0 / dp))
     grads["backward_buckets"] = np.where(fsdp & multi, rs, 0.0)
+    grads["unsynced_gradients"] = unsynced_gradients(batch, p_here, fsdp & multi, reduce_bytes)
     # blocks other streams' pools cache (the caching allocator never lends a block to another
     # stream; constraints/allocator.py): FSDP2 allocates each unit's all-gather buffer on the
     # all-gather copy-in stream (_fsdp_collectives.py foreach_all_gather: all_gather_output,

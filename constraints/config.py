@@ -86,6 +86,7 @@ _BOOL_COLUMNS = (
     "autocast",
     "opt_in_bwd",
     "embed_units",
+    "sync_last",
     "tp_overlap",
     "expandable",
 )
@@ -135,6 +136,11 @@ class TrainConfig(Record):
     #: custom_sharded_layers=['tok_embeddings', 'output']), gathered only while they run; False:
     #: they sit in the root unit, which FSDP keeps unsharded for the whole step
     fsdp_embedding_units: bool = False
+    #: when data-parallel gradients are reduced under gradient accumulation: every micro-batch
+    #: (what fitplan emits), or only the last one, the others running backward under FSDP's
+    #: ``no_sync`` (HF Trainer / accelerate without sync_each_batch, Lightning Fabric's
+    #: no_backward_sync), which holds every FSDP unit's gradient unsharded until the last
+    grad_sync: Literal["each-micro-batch", "last-micro-batch"] = "each-micro-batch"
     # ---- issue 11: the training framework (constraints/backends.py); None = inferred
     backend: Literal["single", "ddp", "deepspeed", "fsdp2", "fsdp1", "megatron"] | None = None
     # ---- speed knobs (issue 12): they change the step time, not the memory ----
@@ -301,6 +307,7 @@ class TrainConfig(Record):
             "dp": self.dp,
             "opt_in_bwd": self.optimizer_in_backward,
             "embed_units": self.fsdp_embedding_units,
+            "sync_last": self.grad_sync == "last-micro-batch",
             "compute": COMPUTE_NAMES.index(compute),
             "weight_override": DTYPE_NAMES.index(self.weight_dtype.lower())
             if self.weight_dtype

@@ -68,6 +68,7 @@ class ConfigBatch:
     dp: np.ndarray
     opt_in_bwd: np.ndarray
     embed_units: np.ndarray
+    sync_last: np.ndarray
     compute: np.ndarray
     weight_override: np.ndarray
     adapter_override: np.ndarray
@@ -126,6 +127,7 @@ class ConfigBatch:
             dp=int(self.dp[i]),
             optimizer_in_backward=bool(self.opt_in_bwd[i]),
             fsdp_embedding_units=bool(self.embed_units[i]),
+            grad_sync="last-micro-batch" if self.sync_last[i] else "each-micro-batch",
             backend=BACKEND_NAMES[int(self.backend[i])],  # type: ignore[arg-type]
             kernels=KERNELS[int(self.kernels[i])],  # type: ignore[arg-type]
             fp8_recipe=FP8_RECIPES[int(self.fp8_recipe[i])],  # type: ignore[arg-type]

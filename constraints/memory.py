@@ -163,6 +163,11 @@ def phase_parts(
     accumulating = (batch.grad_accum > 1) & ~batch.opt_in_bwd
     grads_held = np.where(accumulating, grads["gradient_tensors"], 0.0)
     zeros = np.zeros(len(batch))
+    # no_sync micro-batches (constraints/backend_memory.py unsynced_gradients): every unsharded
+    # gradient from the second micro-batch's forward to the last one's backward, with no
+    # reduce-scatter running; the last micro-batch's reduce-scatters shard them before the step
+    unsynced = grads.get("unsynced_gradients", zeros)
+    syncing = unsynced <= 0
     out = []
     for phase in range(len(PHASES)):
         before_end = phase < 2 or phase == 4
@@ -177,11 +182,21 @@ def phase_parts(
             + (weights["autocast_layer_copies"] if phase == 1 else zeros)
             if before_end
             else zeros,
-            "gradient_tensors": grads_held
-            if before_end
-            else np.where((phase == 3) & opt["frees_16bit_grads"], 0.0, grads["gradient_tensors"]),
+            "gradient_tensors": np.where(
+                syncing | (phase == 3),
+                grads_held
+                if before_end
+                else np.where(
+                    (phase == 3) & opt["frees_16bit_grads"], 0.0, grads["gradient_tensors"]
+                ),
+                unsynced,
+            ),
             "grad_buckets": grads["grad_buckets"]
-            + (grads.get("backward_buckets", zeros) if phase == 1 or end else zeros),
+            + (
+                np.where(syncing, grads.get("backward_buckets", zeros), 0.0)
+                if phase == 1 or end
+                else zeros
+            ),
             "tied_embedding_grad": grads["tied_embedding_grad"] if phase == 2 else zeros,
             "optimizer_states": opt["optimizer_states"],
             "master_weights": opt["master_weights"],

@@ -231,6 +231,7 @@ def config_fields_from_args(
         "attention_kernel": getattr(args, "attention_kernel", None),
         "expandable_segments": True if getattr(args, "expandable_segments", False) else None,
         "fsdp_embedding_units": True if getattr(args, "fsdp_embedding_units", False) else None,
+        "grad_sync": getattr(args, "grad_sync", None),
     }
     if (
         fields["compute_dtype"] is None

@@ -1259,6 +1259,30 @@ add(
     {"a.yaml": {"text": AX + "adapter: lora\nlora_r:\n  a: 1\n"}},
 )
 
+# ---- grad_sync: a value that is not one, and a plan torchtune cannot run (its recipes reduce
+# on every micro-batch; a last-micro-batch FSDP plan that accumulates is refused by name)
+add("explain-grad-sync-unknown", [*explain, "--grad-sync", "never"], "--grad-sync")
+add(
+    "launch-grad-sync-unknown",
+    L,
+    "grad_sync",
+    plan(lambda d: d["config"].update(grad_sync="sometimes")),
+)
+
+
+def _fsdp_unsynced(d):
+    d["config"].update(
+        method="full", dp=4, zero=3, backend="fsdp2", grad_sync="last-micro-batch", gpus=4
+    )
+
+
+add(
+    "launch-torchtune-grad-sync-last",
+    ["launch", "{tmp}/plan.json", "--emit", "torchtune", "--out", "{tmp}/out"],
+    "grad_sync=last-micro-batch",
+    plan(_fsdp_unsynced),
+)
+
 with open("tests/data/hostile/cases.jsonl", "w", encoding="utf-8") as f:
     for c in cases:
         f.write(json.dumps(c, ensure_ascii=True) + "\n")

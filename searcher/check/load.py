@@ -287,7 +287,9 @@ def train_config(r: Reading, overrides: dict[str, Any], gpus: int | None) -> Tra
     if fields.get("offload", "none") != "none" and not fields.get("zero"):
         fields["offload"] = "none"
         r.notes.append("offload without ZeRO/FSDP sharding has no effect: ignored")
-    return TrainConfig(**fields)
+    from searcher.check.grad_sync import resolve_grad_sync
+
+    return resolve_grad_sync(r, TrainConfig(**fields), overrides)
 
 
 def apply_edits(r: Reading, edits: list[Edit]) -> dict[Path, str]:

@@ -33,6 +33,7 @@ CONSTANTS = {
     "QUANT": "quant",
     "DEEPSPEED": "zero",
     "FSDP": "zero",
+    "SYNC_EACH_BATCH": "grad_sync",
 }
 
 
@@ -75,6 +76,8 @@ def read_script(doc: Document, load_ds: Any, extra: list[Document] | None = None
             f[fld] = c[key]
     if isinstance(c.get("WORLD_SIZE"), int):
         r.gpus = c["WORLD_SIZE"]
+    if isinstance(c.get("SYNC_EACH_BATCH"), bool):
+        f["_sync_each_batch"] = c["SYNC_EACH_BATCH"]
     opt = str(c.get("OPTIM", "adamw_torch")).lower()
     f["optimizer"] = TRAINER_OPTIMIZERS.get(opt, "adamw")
     if f["optimizer"] == "sgd" and "momentum" in str(c.get("OPTIM_ARGS") or ""):

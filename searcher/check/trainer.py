@@ -26,6 +26,7 @@ from searcher.check.common import (
     trainer_optimizer,
 )
 from searcher.check.doc import Document, get
+from searcher.check.grad_sync import read_sync_each_batch
 from searcher.check.reading import Reading
 from searcher.check.values import section
 
@@ -46,6 +47,7 @@ def read_trainer(
     n = NAMES[fmt]
     d: dict[str, Any] = doc.data or {}
     r = Reading(fmt, [doc, *extra])
+    read_sync_each_batch(r, doc)
     # a DeepSpeed JSON checked on its own (or the one an accelerate config points at)
     ds_main = fmt == "hf-trainer" and _is_ds(d)
     for key in (n["model"], "model_name_or_path", "base_model"):

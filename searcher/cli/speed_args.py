@@ -58,6 +58,13 @@ def add_speed_args(g: Any) -> None:
         help="FSDP shards the embedding and the head as units of their own (torchtune "
         "custom_sharded_layers): gathered only while they run, not held in the root unit",
     )
+    g.add_argument(
+        "--grad-sync",
+        choices=["each-micro-batch", "last-micro-batch"],
+        help="when gradients are reduced under gradient accumulation: every micro-batch "
+        "(default, what emitted plans do) or the last only (FSDP no_sync: HF Trainer / "
+        "accelerate without sync_each_batch, litgpt), which holds them unsharded per GPU",
+    )
 
 
 def add_topology_args(p: argparse.ArgumentParser) -> None:

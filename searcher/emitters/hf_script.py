@@ -18,6 +18,7 @@ from searcher.emitters.deepspeed_json import (
     GRADIENT_CLIPPING,
 )
 from searcher.emitters.hf_settings import HFSettings
+from searcher.emitters.knobs import sync_each_batch
 from searcher.emitters.plan import (
     Plan,
 )
@@ -171,6 +172,14 @@ def render_train_py(
             "SHARDED_WEIGHTS",
             s.sharded_weights,
             "weights partitioned (ZeRO-3 / FSDP): no device_map",
+        ),
+        _line(
+            "SYNC_EACH_BATCH",
+            sync_each_batch(cfg),
+            f"grad_sync {cfg.grad_sync}: accelerate sync_each_batch (FSDP: False keeps every "
+            "gradient unsharded until the last micro-batch)"
+            if sync_each_batch(cfg) is not None
+            else "grad_sync: no FSDP-sharded gradients accumulated, nothing to set",
         ),
         _line("LAUNCH", launch, "how this plan is launched"),
     ]

@@ -172,6 +172,11 @@ def training_arguments_kwargs(args):
     )
     if CPU_SHARDED:
         kw["accelerator_config"] = {"use_configured_state": True}
+    if SYNC_EACH_BATCH is not None:
+        kw["accelerator_config"] = {
+            **kw.get("accelerator_config", {}),
+            "gradient_accumulation_kwargs": {"sync_each_batch": SYNC_EACH_BATCH},
+        }
     if GRADIENT_CHECKPOINTING:
         kw["gradient_checkpointing_kwargs"] = {"use_reentrant": False}
     if OPTIM_ARGS:

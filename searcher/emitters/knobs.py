@@ -29,7 +29,11 @@ SPEED_KNOBS: dict[str, str] = {
     "describes measured runs)",
     "fsdp_embedding_units": "off only (the embedding and head stay in FSDP's root unit; "
     "torchtune's custom_sharded_layers describes measured runs, which `fitplan check` reads)",
-    # not a speed knob but emitted by every format the same way: the allocator's mode
+    # not speed knobs but emitted by every format the same way: the allocator's mode, and when
+    # gradients are reduced under accumulation (HF Trainer formats: sync_each_batch)
+    "grad_sync": "each-micro-batch: accelerator_config gradient_accumulation_kwargs "
+    "sync_each_batch true where FSDP shards the gradients and accumulates; last-micro-batch: "
+    "false (the Trainer's default, FSDP no_sync); torchtune refuses last-micro-batch there",
     "expandable_segments": "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True in the launch "
     "environment (train.py / the launch script / the launch command)",
 }
@@ -59,3 +63,25 @@ def refuse_speed_knobs(fmt: str, cfg: TrainConfig) -> None:
         )
     if cfg.virtual_stages != 1:
         raise refuse(fmt, "virtual_stages", cfg.virtual_stages, "fitplan does not emit it yet")
+
+
+def sync_each_batch(cfg: TrainConfig) -> bool | None:
+    """accelerate's ``GradientAccumulationPlugin(sync_each_batch=...)`` that makes an HF Trainer
+    run reduce gradients as the plan's ``grad_sync`` says; None where it changes nothing.
+
+    The Trainer runs every micro-batch but the last under ``accelerator.no_sync`` unless
+    ``sync_each_batch`` (transformers trainer.py: "We sync the gradients in the following cases:
+    1. sync_each_batch set to True 2. Using deepspeed 3. when we are at the last batch"), and
+    under FSDP that keeps every gradient unsharded (constraints/backend_memory.py
+    ``unsynced_gradients``). It matters only where FSDP shards the gradients and accumulates."""
+    sharded = cfg.backend in ("fsdp1", "fsdp2") and cfg.zero >= 2 and cfg.dp > 1
+    if not sharded or cfg.grad_accum <= 1:
+        return None
+    return cfg.grad_sync == "each-micro-batch"
+
+
+def refuse_unsynced(fmt: str, cfg: TrainConfig, loop: str) -> None:
+    """Refuse grad_sync last-micro-batch where it would hold FSDP-sharded gradients unsharded and
+    the format's training loop (``loop``: what it does instead) cannot skip the reduction."""
+    if sync_each_batch(cfg) is False:
+        raise refuse(fmt, "grad_sync", cfg.grad_sync, loop, "plan with each-micro-batch")

@@ -19,6 +19,8 @@ def config_brief(cfg: Any) -> str:
         f"mb={cfg.micro_batch}×{cfg.seq_len}",
         f"accum={cfg.grad_accum}",
     ]
+    if getattr(cfg, "grad_sync", "each-micro-batch") == "last-micro-batch":
+        parts.append("sync=last")
     if cfg.checkpointing != "none":
         parts.append(f"ckpt={cfg.checkpointing}")
     parts.append(cfg.attention)
@@ -59,6 +61,8 @@ def knobs_brief(cfg: TrainConfig) -> str:
         f"{cfg.checkpointing} checkpointing" if cfg.checkpointing != "none" else "no checkpointing"
     )
     parts.append(f"micro-batch {cfg.micro_batch}")
+    if cfg.grad_sync == "last-micro-batch" and cfg.grad_accum > 1:
+        parts.append("gradients reduced on the last micro-batch (no_sync)")
     if cfg.gpus > 1:
         parts.append(f"{cfg.gpus} GPUs")
     return ", ".join(parts)

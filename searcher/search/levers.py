@@ -62,6 +62,7 @@ FLAG_OF_FIELD: dict[str, str] = {
     "attention_kernel": "--attention-kernel",
     "expandable_segments": "--expandable-segments",
     "fsdp_embedding_units": "--fsdp-embedding-units",
+    "grad_sync": "--grad-sync",
 }
 
 #: (field, value) pairs the CLI has a shorter switch for (``--fused-ce`` = ``--loss fused``).

@@ -145,6 +145,14 @@ def _as_built(row: dict[str, str], spec: ModelSpec, assumptions: list[str]) -> M
     return spec
 
 
+#: training loops that run every micro-batch but the last under FSDP's ``no_sync``: litgpt
+#: (litgpt/finetune/full.py at 00af8b0d: ``fabric.no_backward_sync(model,
+#: enabled=is_accumulating)``, FSDP1 ``no_sync`` under Lightning's FSDPStrategy) and the HF
+#: Trainer (trainer.py: accelerate ``no_sync`` unless sync_each_batch, DeepSpeed or the last
+#: micro-batch), which the PEFT docs' FSDP runs used
+_NO_SYNC_LOOPS = ("litgpt", "peft", "transformers")
+
+
 def _fields_from_text(
     row: dict[str, str], spec: ModelSpec, gpu: GpuSpec, assumptions: list[str]
 ) -> dict[str, Any]:
@@ -197,6 +205,17 @@ def _fields_from_text(
         fields["grad_accum"] = int(m.group(1))
     if fields.get("optimizer_in_backward"):
         fields.pop("grad_accum", None)
+    if (
+        fields.get("grad_accum", 1) > 1
+        and fields.get("zero", 0) >= 2
+        and "fsdp" in row.get("sharding_offload", "").lower()
+        and any(loop in row.get("source", "").lower() for loop in _NO_SYNC_LOOPS)
+    ):
+        fields["grad_sync"] = "last-micro-batch"
+        assumptions.append(
+            "gradients reduced on the last micro-batch only: the framework's loop runs the "
+            "others under FSDP no_sync, which holds them unsharded"
+        )
     return fields
 
 

@@ -287,6 +287,11 @@ ROUND_TRIP = [
         loss="chunked",
         checkpointing="full",
     ),
+    # FSDP with accumulation: the emitted sync_each_batch reads back as the plan's grad_sync
+    *(
+        TrainConfig(method="full", recipe="bf16-torch", zero=3, dp=2, grad_accum=4, grad_sync=sync)
+        for sync in ("each-micro-batch", "last-micro-batch")
+    ),
 ]
 
 

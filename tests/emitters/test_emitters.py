@@ -110,6 +110,11 @@ PLANS: dict[str, dict[str, Any]] = {
     "z3-held-logits": dict(
         method="full", recipe="bf16-torch", zero=3, offload="all", dp=8, loss="standard-held"
     ),
+    # gradients reduced on the last micro-batch only (FSDP no_sync): the HF Trainer formats write
+    # sync_each_batch false; torchtune's recipes cannot skip the reduction
+    "fsdp-last-micro-batch": dict(
+        method="full", recipe="bf16-torch", zero=3, dp=4, grad_sync="last-micro-batch"
+    ),
 }
 
 # (plan, format) -> the knob the refusal names (the first one checked). Every other pair emits.
@@ -149,6 +154,7 @@ REFUSE: dict[tuple[str, str], str] = {
     **{("fp8", f): "compute_dtype" for f in FORMATS},
     **{("z3-embedding-units", f): "fsdp_embedding_units" for f in FORMATS},
     **{("z3-held-logits", f): "loss" for f in FORMATS},
+    ("fsdp-last-micro-batch", "torchtune"): "grad_sync",
 }
 
 

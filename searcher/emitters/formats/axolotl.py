@@ -15,7 +15,7 @@ from searcher.emitters.common import (
     plan_file,
 )
 from searcher.emitters.hf_settings import ATTENTION, hf_settings
-from searcher.emitters.knobs import SPEED_KNOBS
+from searcher.emitters.knobs import SPEED_KNOBS, sync_each_batch
 from searcher.emitters.plan import Plan
 
 KNOBS = {
@@ -230,6 +230,20 @@ class AxolotlEmitter:
                     f"zero {cfg.zero} (FSDP2 {'FULL_SHARD' if s.fsdp['reshard_after_forward'] else 'SHARD_GRAD_OP'}), offload {cfg.offload}",
                 )
             )
+            sync = sync_each_batch(cfg)
+            if sync is not None:
+                entries.append(
+                    (
+                        "accelerator_config",
+                        {"gradient_accumulation_kwargs": {"sync_each_batch": sync}},
+                        f"grad_sync {cfg.grad_sync}: the Trainer reduces "
+                        + (
+                            "every micro-batch"
+                            if sync
+                            else "on the last micro-batch only (no_sync)"
+                        ),
+                    )
+                )
         entries += [("logging_steps", 1, None), ("save_strategy", "no", None)]
         config_path = out_path(options, "axolotl.yaml")
         if plan.nodes == 1:

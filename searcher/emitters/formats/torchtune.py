@@ -15,7 +15,7 @@ from typing import Any
 
 from searcher.emitters.base import Emission, EmitOptions, EmittedFile, refuse
 from searcher.emitters.common import alloc_conf_export, out_path, plan_file, requirements_file
-from searcher.emitters.knobs import SPEED_KNOBS, refuse_speed_knobs
+from searcher.emitters.knobs import SPEED_KNOBS, refuse_speed_knobs, refuse_unsynced
 from searcher.emitters.plan import Plan, adapter_dtype, lora_alpha, lora_target_modules, precision
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "torchtune.json"
@@ -364,6 +364,8 @@ class TorchtuneEmitter:
 
     def emit(self, plan: Plan, options: EmitOptions) -> Emission:
         refuse_speed_knobs(self.name, plan.config)
+        # recipes/full_finetune_distributed.py (015b39c7): loss.backward() on every micro-batch
+        refuse_unsynced(self.name, plan.config, "its recipes reduce on every micro-batch")
         recipe, config, overrides, removals = torchtune_run(plan, options, self.name)
         family = table()["models"][plan.model.id]["family"]
         tokenizer = table()["families"][family]["tokenizer"]
