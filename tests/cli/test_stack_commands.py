@@ -158,7 +158,7 @@ def test_check_lists_the_suggestions_the_stack_can_apply_first(
     argv = ["check", str(qlora), "--model", "llama-3.2-1b", "--gpu", "8GiB"]
     without = _json([*argv, "--stack", "bitsandbytes,flash-attn"], capsys)["suggestions"]  # type: ignore[index]
     outside = [bool(s["needs_outside_stack"]) for s in without]
-    assert True in outside and False in outside
+    assert any(outside) and not all(outside)  # both groups are present
     assert outside == sorted(outside)  # in-stack first
     full = _json([*argv, "--stack", "bitsandbytes,flash-attn,liger-kernel"], capsys)["suggestions"]  # type: ignore[index]
     key = [json.dumps(s["config"], sort_keys=True) for s in full]
