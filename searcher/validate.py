@@ -33,6 +33,7 @@ __all__ = [
     "read_text",
     "size",
     "strict_json",
+    "yaml_text",
 ]
 
 _INT_RE = re.compile(r"^[+-]?[0-9]+$")
@@ -188,14 +189,40 @@ def _flow_depth(text: str) -> int:
     return deepest
 
 
+def _block_depth(text: str) -> int:
+    """Deepest block nesting by indentation and ``- `` entries per line: a cheap upper bound for
+    the ``- - - …`` and deeply indented documents that make PyYAML's composer recurse."""
+    if len(text) <= MAX_YAML_DEPTH * 2:
+        return 0
+    deepest = 0
+    for line in text.splitlines():
+        body = line.lstrip(" ")
+        dashes = 0
+        while body.startswith("- ") or body == "-":
+            dashes += 1
+            body = body[2:].lstrip(" ")
+        deepest = max(deepest, (len(line) - len(line.lstrip(" "))) // 2 + dashes)
+    return deepest
+
+
 def load_yaml(
     path: str | Path, what: str = "YAML file", max_nodes: int = MAX_YAML_NODES
 ) -> tuple[Any, Any]:
     """(data, composed root node) of a YAML file, or one FitplanError line (file:line: reason)."""
+    text = read_text(path, what, max_bytes=min(MAX_YAML_BYTES, MAX_FILE_BYTES))
+    return yaml_text(text, path, what, max_nodes)
+
+
+def yaml_text(
+    text: str, path: str | Path, what: str = "YAML file", max_nodes: int = MAX_YAML_NODES
+) -> tuple[Any, Any]:
+    """(data, composed root node) of YAML text read from ``path``: nesting, alias expansion and
+    the loader's recursion capped, each refused as one FitplanError line (file:line: reason)."""
     import yaml
 
-    text = read_text(path, what, max_bytes=min(MAX_YAML_BYTES, MAX_FILE_BYTES))
-    if _flow_depth(text) > MAX_YAML_DEPTH:  # PyYAML recurses per level: refuse before it does
+    if (
+        _flow_depth(text) > MAX_YAML_DEPTH or _block_depth(text) > MAX_YAML_DEPTH
+    ):  # PyYAML recurses per level: refuse before it does
         raise FitplanError(f"{path}: YAML nested deeper than {MAX_YAML_DEPTH} levels")
     loader = yaml.SafeLoader(text)
     try:

@@ -780,7 +780,7 @@ add(
         }
     },
 )
-add("check-binary", ["check", "{tmp}/a.yaml", *G], "cannot read", {"a.yaml": {"hex": "fffe00ff"}})
+add("check-binary", ["check", "{tmp}/a.yaml", *G], "binary", {"a.yaml": {"hex": "fffe00ff"}})
 add("check-missing", ["check", "{tmp}/nope.yaml", *G], "no such file")
 for _id, _flag, _value in (
     ("check-headroom-2", "--headroom", "2"),

@@ -16,6 +16,7 @@ from typing import Any
 
 from constraints.errors import FitplanError
 from constraints.frozen import frozen
+from constraints.limits import read_text
 
 #: a value that removes the key
 DELETE = object()
@@ -46,16 +47,11 @@ def parse(path: Path, text: str) -> Document:
         from constraints.limits import strict_json
 
         return Document(path, text, "json", strict_json(text, str(path)))
-    import yaml
+    if not text.strip():
+        return Document(path, text, "yaml", None)
+    from searcher.validate import yaml_text
 
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        where = f" (line {mark.line + 1})" if mark is not None else ""
-        raise FitplanError(
-            f"{path}: not valid YAML{where}: {getattr(err, 'problem', err)}"
-        ) from None
+    data, _root = yaml_text(text, path, "training config")
     return Document(path, text, "yaml", data)
 
 
@@ -63,16 +59,13 @@ def read_document(path: str | Path, overlay: dict[Path, str] | None = None) -> D
     p = Path(path)
     if overlay and p.resolve() in overlay:
         return parse(p, overlay[p.resolve()])
-    try:
-        text = p.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise FitplanError(
-            f"no such file: {p}", "give the training config you run (YAML or JSON)"
-        ) from None
-    except IsADirectoryError:
-        raise FitplanError(f"{p} is a folder; name the config files in it") from None
-    except (OSError, UnicodeDecodeError) as err:
-        raise FitplanError(f"cannot read {p}: {err.__class__.__name__}: {err}") from None
+    if p.is_dir():
+        raise FitplanError(f"{p} is a folder; name the config files in it")
+    if not p.exists():
+        raise FitplanError(f"no such file: {p}", "give the training config you run (YAML or JSON)")
+    from searcher.validate import MAX_YAML_BYTES
+
+    text = read_text(p, "training config", max_bytes=MAX_YAML_BYTES)
     return parse(p, text)
 
 

@@ -8,9 +8,13 @@ import re
 import shlex
 from typing import Any
 
+from constraints.errors import FitplanError
 from searcher.check.doc import Document
 from searcher.check.reading import Reading
 from searcher.check.text_edits import set_override as set_override
+
+#: the most processes a tune run line may launch (nodes × processes per node): a bound on a typo
+MAX_PROCESSES = 100_000
 
 
 def is_tune_run(doc: Document) -> bool:
@@ -21,8 +25,26 @@ def _command(text: str) -> list[str]:
     body = re.sub(r"\\\n", " ", text)
     for line in body.splitlines():
         if re.search(r"\btune run\b", line) and not line.lstrip().startswith("#"):
-            return shlex.split(line, comments=True, posix=True)
+            try:
+                return shlex.split(line, comments=True, posix=True)
+            except ValueError as err:  # an unclosed quote
+                raise FitplanError(
+                    f"the tune run line cannot be read as a shell command: {err}",
+                    "close the quote or escape it",
+                ) from None
     return []
+
+
+def _count(words: list[str], i: int) -> int:
+    """The whole number after the flag ``words[i]`` (``--nnodes 1:4`` counts its maximum)."""
+    text = words[i + 1].split(":")[-1]
+    if not text.isdigit() or not 1 <= int(text) <= MAX_PROCESSES:
+        raise FitplanError(
+            f"{words[i]} {words[i + 1]!r} in the tune run line is not a count of 1 to "
+            f"{MAX_PROCESSES:,}",
+            f"write {words[i]} N",
+        )
+    return int(text)
 
 
 def _value(text: str) -> Any:
@@ -43,17 +65,24 @@ def overrides(text: str) -> tuple[dict[str, Any], int | None, str | None]:
     procs, nodes, base = None, 1, None
     for i, w in enumerate(words):
         if w == "--nproc_per_node" and i + 1 < len(words):
-            procs = int(words[i + 1])
+            procs = _count(words, i)
         elif w == "--nnodes" and i + 1 < len(words):
-            nodes = int(words[i + 1].split(":")[-1])
+            nodes = _count(words, i)
         elif w == "--config" and i + 1 < len(words):
             base = words[i + 1]
         elif "=" in w and not w.startswith("-") and "$" not in w:
             key, _, value = w.partition("=")
             cur = data
             parts = key.split(".")
+            if not all(parts):
+                raise FitplanError(f"{w!r} in the tune run line has an empty key")
             for p in parts[:-1]:
                 cur = cur.setdefault(p, {})
+                if not isinstance(cur, dict):
+                    raise FitplanError(
+                        f"the tune run line sets {key} under {p}, which it also sets to a value",
+                        f"give either {p}=… or {key}=…, not both",
+                    )
             cur[parts[-1]] = _value(value)
     return data, (procs * nodes if procs else None), base
 
