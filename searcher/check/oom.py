@@ -14,6 +14,7 @@ The formats are those of PyTorch's ``c10/cuda/CUDACachingAllocator.cpp`` (sizes 
 
 from __future__ import annotations
 
+import math
 import re
 
 from constraints.errors import FitplanError
@@ -24,8 +25,23 @@ _SIZE = r"([\d.]+)\s*(bytes|B|KiB|MiB|GiB|TiB)"
 EXPANDABLE = "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True"
 
 
+#: the largest size an OOM message can name, bytes: 1 PiB, far above any GPU's memory (a B200 has
+#: 180 GiB); a larger figure is a pasted or edited message, not torch's
+MAX_OOM_BYTES = 2**50
+
+
 def _bytes(number: str, unit: str) -> int:
-    return round(float(number) * _UNITS[unit.lower()])
+    """Bytes of a size in torch's OOM text (``format_size``), or one line naming the bad figure."""
+    try:
+        value = float(number) * _UNITS[unit.lower()]
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value) or not 0 <= value <= MAX_OOM_BYTES:
+        raise FitplanError(
+            f"--oom: {number} {unit} is not a size torch reports (at most 1 PiB)",
+            "paste the message exactly as torch printed it",
+        )
+    return round(value)
 
 
 @frozen

@@ -68,3 +68,18 @@ def test_file_over_the_yaml_cap_is_refused_before_it_is_parsed(tmp_path: Path, c
     code = main(["check", str(path), "--gpu", "rtx-4090"])
     _out, err = capsys.readouterr()
     assert code == 2 and "too large" in err
+
+
+@pytest.mark.parametrize(
+    "size", ["99999999999999999999.00 GiB", "1.2.3 GiB", "2048.00 TiB"], ids=["huge", "dots", "pib"]
+)
+def test_oom_text_with_an_impossible_size_is_refused(capsys, size: str):
+    text = (
+        f"CUDA out of memory. Tried to allocate {size}. GPU 0 has a total capacity of 23.64 GiB "
+        "of which 1.20 GiB is free."
+    )
+    config = Path(__file__).resolve().parents[1] / "data" / "check" / "axolotl-qlora-1b.yml"
+    code = main(["check", str(config), "--oom", text])
+    out, err = capsys.readouterr()
+    assert code == 2 and out == ""
+    assert "is not a size torch reports" in err and len(err.strip().splitlines()) == 1, err
