@@ -111,24 +111,6 @@ def trainable_params(spec: ModelSpec, batch: ConfigBatch) -> np.ndarray:
     return out
 
 
-def largest_trainable_tensor(spec: ModelSpec, batch: ConfigBatch) -> np.ndarray:
-    """Elements of the largest tensor the optimizer steps, per configuration: the model's largest
-    under full training; under LoRA the largest adapter matrix, rank × the widest side of a
-    targeted linear (lora_A is r × d_in, lora_B is d_out × r; the frozen base is not stepped)."""
-    facts = model_facts(spec)
-    p_train = trainable_params(spec, batch)
-    out = np.minimum(float(facts.largest_tensor), p_train)
-    if spec.raw_params is not None:
-        return out
-    lora = batch.is_lora
-    for t, name in enumerate(batch.target_names):
-        sel = lora & (batch.targets == t)
-        if sel.any():
-            widest = max((max(g.d_in, g.d_out) for g, _n in _lora_groups(spec, name)), default=0)
-            out[sel] = np.minimum(batch.rank[sel] * float(widest), p_train[sel])
-    return out
-
-
 def _small_trainable(spec: ModelSpec, batch: ConfigBatch) -> np.ndarray:
     """Trainable elements in tensors under bitsandbytes' min_8bit_size (kept in 32-bit state)."""
     facts = model_facts(spec)
@@ -333,7 +315,7 @@ def gradient_parts(
     grad_buckets = np.where(
         offload_opt,
         # the staging buffer of the largest trainable tensor (an adapter matrix under LoRA)
-        np.maximum(grad_buckets, largest_trainable_tensor(spec, batch) * batch.grad_bytes / tp),
+        np.maximum(grad_buckets, np.minimum(f.largest_tensor, p_train) * batch.grad_bytes / tp),
         grad_buckets,
     )
     # A tied embedding is one leaf used twice: the head's weight gradient (computed first in
@@ -413,7 +395,7 @@ def optimizer_parts(
     )
     step_adafactor = np.where(
         _OPT_FACTORED[opt],
-        adafactor_per_element * largest_trainable_tensor(spec, batch) / tp,
+        adafactor_per_element * np.minimum(f.largest_tensor, p_train) / tp,
         0.0,
     )
     step_transient = np.where(
