@@ -220,9 +220,8 @@ def yaml_text(
     the loader's recursion capped, each refused as one FitplanError line (file:line: reason)."""
     import yaml
 
-    if (
-        _flow_depth(text) > MAX_YAML_DEPTH or _block_depth(text) > MAX_YAML_DEPTH
-    ):  # PyYAML recurses per level: refuse before it does
+    # PyYAML recurses per level: refuse before it does
+    if max(_flow_depth(text), _block_depth(text)) > MAX_YAML_DEPTH:
         raise FitplanError(f"{path}: YAML nested deeper than {MAX_YAML_DEPTH} levels")
     loader = yaml.SafeLoader(text)
     try:

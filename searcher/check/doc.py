@@ -16,7 +16,7 @@ from typing import Any
 
 from constraints.errors import FitplanError
 from constraints.frozen import frozen
-from constraints.limits import read_text
+from searcher.validate import MAX_YAML_BYTES, read_text, yaml_text
 
 #: a value that removes the key
 DELETE = object()
@@ -49,8 +49,6 @@ def parse(path: Path, text: str) -> Document:
         return Document(path, text, "json", strict_json(text, str(path)))
     if not text.strip():
         return Document(path, text, "yaml", None)
-    from searcher.validate import yaml_text
-
     data, _root = yaml_text(text, path, "training config")
     return Document(path, text, "yaml", data)
 
@@ -63,8 +61,6 @@ def read_document(path: str | Path, overlay: dict[Path, str] | None = None) -> D
         raise FitplanError(f"{p} is a folder; name the config files in it")
     if not p.exists():
         raise FitplanError(f"no such file: {p}", "give the training config you run (YAML or JSON)")
-    from searcher.validate import MAX_YAML_BYTES
-
     text = read_text(p, "training config", max_bytes=MAX_YAML_BYTES)
     return parse(p, text)
 

@@ -9,12 +9,10 @@ import shlex
 from typing import Any
 
 from constraints.errors import FitplanError
+from constraints.limits import GPU_COUNT
 from searcher.check.doc import Document
 from searcher.check.reading import Reading
 from searcher.check.text_edits import set_override as set_override
-
-#: the most processes a tune run line may launch (nodes × processes per node): a bound on a typo
-MAX_PROCESSES = 100_000
 
 
 def is_tune_run(doc: Document) -> bool:
@@ -38,10 +36,10 @@ def _command(text: str) -> list[str]:
 def _count(words: list[str], i: int) -> int:
     """The whole number after the flag ``words[i]`` (``--nnodes 1:4`` counts its maximum)."""
     text = words[i + 1].split(":")[-1]
-    if not text.isdigit() or not 1 <= int(text) <= MAX_PROCESSES:
+    if not text.isdigit() or not GPU_COUNT.low <= int(text) <= GPU_COUNT.high:
         raise FitplanError(
-            f"{words[i]} {words[i + 1]!r} in the tune run line is not a count of 1 to "
-            f"{MAX_PROCESSES:,}",
+            f"{words[i]} {words[i + 1]!r} in the tune run line is not a count of "
+            f"{GPU_COUNT.low:,.0f} to {GPU_COUNT.high:,.0f}",
             f"write {words[i]} N",
         )
     return int(text)
