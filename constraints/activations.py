@@ -46,12 +46,7 @@ def activation_arrays(spec: ModelSpec, batch: ConfigBatch) -> dict[str, np.ndarr
     # cast back to its input dtype keep every activation fp32 (constants.KBIT_PREPARED_BYTES)
     # (PEFT's stack, recognised by its fp32 adapters; 16-bit adapters mean a stack without the
     # upcast, e.g. torchtune's QLoRA)
-    kbit = (
-        batch.is_lora
-        & (batch.quant != CODE["quant"]["none"])
-        & (batch.adapter_bytes == C.KBIT_PREPARED_BYTES)
-        & ~batch.autocast
-    )
+    kbit = batch.kbit_prepared & ~batch.autocast
     b_c = np.where(kbit, C.KBIT_PREPARED_BYTES, batch.compute_bytes)
     b_r = np.where(batch.autocast | (b_c == 4), 4.0, np.minimum(batch.weight_bytes, 2.0))
     b_r = np.where(batch.weight_bytes >= 4, 4.0, b_r)

@@ -197,10 +197,12 @@ def explain(
     notes = []
     if spec.caveats:
         notes.append(spec.caveats)
-    if cfg.is_lora and cfg.adapter_dtype is None:
+    if cfg.is_lora and cfg.adapter_dtype is None and cfg.trainable_dtype() == "fp32":
+        prepared = bool(ConfigBatch.from_configs([cfg]).kbit_prepared[0])
         notes.append(
-            "adapters are held in the recipe's weight dtype; PEFT keeps them in fp32 by default "
-            "(autocast_adapter_dtype=True): add --adapter-dtype fp32 to model that"
+            "adapters in fp32, PEFT's default (autocast_adapter_dtype=True)"
+            + ("; PEFT's QLoRA recipe: the non-quantised parameters in fp32" if prepared else "")
+            + f"; --adapter-dtype {cfg.base_adapter_dtype()} models adapters in the base's dtype"
         )
     if b.paged_optimizer:
         notes.append(

@@ -43,6 +43,8 @@ KERNELS = ("eager", "compile", "te", "liger")
 FP8_RECIPES = ("tensorwise", "rowwise", "te-delayed", "te-current", "mxfp8")
 #: whose model code runs the layers (its eager kernels: constraints/eager_traffic.py)
 MODEL_CODES = ("hf", "torchtune", "torchtitan", "torchtitan-fused-rmsnorm")
+#: the model codes whose LoRA is PEFT's (adapters in fp32 unless pinned: trainable_dtype)
+PEFT_MODEL_CODES = ("hf",)
 #: flash-attention kernel generation (constraints/attention_kernels.py): FlashAttention-2 (flash-attn
 #: 2 and PyTorch SDPA's flash backend, what fitplan's plans run), FlashAttention-1 (flash-attn 1.x)
 ATTENTION_KERNELS = ("fa2", "fa1")
@@ -247,19 +249,40 @@ class TrainConfig(Record):
 
     def trainable_dtype(self) -> str:
         """The dtype of the trained parameters: the weights', or the adapters' under LoRA (the
-        override, else the weights', else the compute dtype when the weights are quantised)."""
-        weight, _grad, _master, _state, compute, _autocast = self.resolved_recipe()
+        override, else the stack's default: fp32 where PEFT builds them, the base's elsewhere)."""
         if not self.is_lora:
-            return weight
-        if self.adapter_dtype is None and weight not in FLOAT_DTYPES:
+            return self.resolved_recipe()[0]
+        if self.adapter_dtype:
+            return self.adapter_dtype.lower()
+        if self.model_code in PEFT_MODEL_CODES and not self.engine_casts_adapters():
+            # PEFT's get_peft_model(autocast_adapter_dtype=True), its default: fp16 / bf16
+            # adapters are cast to fp32 (peft/tuners/tuners_utils.py _cast_adapter_dtype)
+            return "fp32"
+        return self.base_adapter_dtype()
+
+    def engine_casts_adapters(self) -> bool:
+        """Whether the training engine casts the whole model, adapters included, to the 16-bit
+        weight dtype: DeepSpeed's bf16 / fp16 modes (``DeepSpeedEngine._configure_distributed_model``
+        calls ``module.bfloat16()`` / ``half()``), which run every recipe with a master copy or
+        fp32 states beside 16-bit weights, and a 16-bit model under DeepSpeed."""
+        weight, _grad, master, state, _compute, _autocast = self.resolved_recipe()
+        if weight not in ("bf16", "fp16"):
+            return False
+        return master is not None or state == "fp32" or self.backend == "deepspeed"
+
+    def base_adapter_dtype(self) -> str:
+        """The dtype adapters take when built like their base layer, as torchtune builds them:
+        the weights', or the compute dtype when the weights are quantised."""
+        weight, _grad, _master, _state, compute, _autocast = self.resolved_recipe()
+        if weight not in FLOAT_DTYPES:
             return "bf16" if compute in ("bf16", "fp8") else compute
-        return (self.adapter_dtype or weight).lower()
+        return weight
 
     def as_planned(self) -> TrainConfig:
         """This configuration with the adapter dtype the model assumed pinned (LoRA/QLoRA only),
-        so that a traced or measured run builds the adapters fitplan counted: left unpinned,
-        PEFT's ``get_peft_model`` would build fp32 adapters (``autocast_adapter_dtype=True``) and,
-        for QLoRA, the PEFT recipe would upcast every non-quantised parameter to fp32."""
+        so that a traced or measured run builds the adapters fitplan counted (PEFT's fp32 by
+        default, which for QLoRA also means PEFT's recipe: ``prepare_model_for_kbit_training``
+        upcasts every non-quantised parameter to fp32)."""
         if not self.is_lora or self.adapter_dtype:
             return self
         return self.model_copy(update={"adapter_dtype": self.trainable_dtype()})

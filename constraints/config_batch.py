@@ -30,6 +30,7 @@ from constraints.config import (
     RECIPE_NAMES,
     TrainConfig,
 )
+from constraints.constants import KBIT_PREPARED_BYTES
 from constraints.errors import FitplanError
 from constraints.precision import recipe
 
@@ -96,6 +97,19 @@ class ConfigBatch:
     @property
     def is_lora(self) -> np.ndarray:
         return self.method != CODE["method"]["full"]
+
+    @property
+    def kbit_prepared(self) -> np.ndarray:
+        """QLoRA through PEFT's recipe, recognised by its fp32 adapters (PEFT's default):
+        ``prepare_model_for_kbit_training`` upcasts every non-quantised parameter to fp32
+        (constants.KBIT_PREPARED_BYTES). Sharded runs too: TRL skips the preparation for
+        FSDP-QLoRA (``is_sharded_qlora``), but the PEFT docs' measured FSDP / ZeRO-3 QLoRA rows
+        of Llama-70B (heldout_memory.csv, pd-*) are -2 to -7 % with it and -19 to -44 % without."""
+        return (
+            self.is_lora
+            & (self.quant != CODE["quant"]["none"])
+            & (self.adapter_bytes == KBIT_PREPARED_BYTES)
+        )
 
     def config(self, i: int) -> TrainConfig:
         """Row ``i`` back as a TrainConfig (the inverse of ``from_configs``)."""

@@ -45,8 +45,9 @@ def logits_bytes(spec: ModelSpec, batch: ConfigBatch, full_ft: np.ndarray) -> np
     # logits-sized tensor in the head's output dtype (fp32 after prepare_model_for_kbit_training)
     # through the loss and its backward. Traced: 16 B per entry in fp32 and QLoRA, 14 with fp16
     # logits, where the standard chain holds 12
-    kbit = batch.is_lora & (batch.quant != CODE["quant"]["none"]) & (batch.adapter_bytes == 4)
-    head_out_bytes = np.where(kbit & ~batch.autocast, C.FP32_BYTES, batch.compute_bytes)
+    head_out_bytes = np.where(
+        batch.kbit_prepared & ~batch.autocast, C.FP32_BYTES, batch.compute_bytes
+    )
     softcap = logits * head_out_bytes if spec.family == "gemma2" else np.zeros(len(batch))
     standard = (
         np.maximum(logits * per_vocab, logits * C.LOSS_GRAD_BYTES_PER_VOCAB + head_grad)

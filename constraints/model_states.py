@@ -214,10 +214,8 @@ def weight_parts(
     is_q = batch.quant != CODE["quant"]["none"]
     q_bytes = _QUANT_BYTES[batch.quant]
     row_scales = np.where(_QUANT_ROW_SCALE[batch.quant], C.FP32_BYTES * f.quant_row_scales, 0.0)
-    # QLoRA through PEFT (fp32 adapters): prepare_model_for_kbit_training holds the
-    # non-quantised parameters in fp32 (constants.KBIT_PREPARED_BYTES)
-    kbit = is_q & batch.is_lora & (batch.adapter_bytes == C.KBIT_PREPARED_BYTES)
-    b_rest = np.where(kbit, C.KBIT_PREPARED_BYTES, b_w)
+    # QLoRA through PEFT's recipe: the non-quantised parameters in fp32
+    b_rest = np.where(batch.kbit_prepared, C.KBIT_PREPARED_BYTES, b_w)
     base_unsharded = (
         np.where(is_q, f.quantizable * q_bytes + (P - f.quantizable) * b_rest + row_scales, P * b_w)
         * frac

@@ -208,51 +208,10 @@ def _falcon_layer(spec: ModelSpec) -> list[Saved]:
             tp_split=False,
         )
     )
-    # transformers splits the fused projection with copies: q and k rotated, v its own tensor.
-    # The eager matmuls broadcast k and v (MQA / GQA) to every head and save those copies.
-    s += [
-        Saved("q after rotary", q, "compute"),
-        Saved("k after rotary", kv, "compute", flash_or_selective=True),
-        Saved("v", kv, "compute", flash_or_selective=True),
-        Saved(
-            "k and v broadcast to all heads (eager matmul inputs)",
-            2 * q,
-            "compute",
-            eager_only=True,
-            recomputed_by_selective=True,
-        ),
-        Saved(
-            "attention output (SDPA saves it; the dense projection reads the same storage)",
-            q,
-            "compute",
-            flash_only=True,
-        ),
-        Saved("log-sum-exp per head", spec.heads, "fp32", flash_only=True),
-        Saved(
-            "attention probabilities (softmax output, model dtype)",
-            spec.heads,
-            "softmax",
-            s2=True,
-            eager_only=True,
-        ),
-        # modeling_falcon.py: softmax(scores + mask, dtype=hidden_states.dtype) is fp32 under
-        # autocast (fp32 weights), and the PV matmul (autocast's fp16/bf16 list) saves its own
-        # 16-bit cast of it (traced, amp: 6.0 B per score element per layer, not 4)
-        Saved(
-            "attention probabilities cast by autocast (PV matmul input)",
-            spec.heads,
-            "autocast16",
-            s2=True,
-            eager_only=True,
-        ),
-        Saved(
-            "attention output made contiguous (dense input)",
-            q,
-            "compute",
-            inputs_of=("self_attention.dense",),
-            eager_only=True,
-        ),
-    ]
+    # transformers (modeling_falcon.py, 5.25) splits the fused projection into views (split /
+    # unbind): q and k are rotated into new tensors, v stays a view of the fused output; the
+    # eager path is Llama's eager_attention_forward (repeat_kv, fp32 softmax cast back)
+    s += _attention_core(spec, q, kv, kv, "self_attention.dense", v_view_of=q + 2 * kv)
     s += _plain_mlp(spec, "mlp.dense_h_to_4h", "mlp.dense_4h_to_h", i)
     return s
 

@@ -119,7 +119,8 @@ def _norm(spec: ModelSpec, name: str, width: int, rows: int = 1) -> list[Saved]:
 
 
 #: families whose HF eager attention runs ``softmax(scores, dtype=torch.float32)``
-HF_FP32_SOFTMAX = frozenset(LLAMA_LIKE | {"opt"})  # every Llama-style family, and OPT
+#: every Llama-style family, OPT, and Falcon (modeling_falcon.py uses Llama's eager attention)
+HF_FP32_SOFTMAX = frozenset(LLAMA_LIKE | {"opt", "falcon"})
 
 
 def _attention_core(

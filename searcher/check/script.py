@@ -31,6 +31,7 @@ CONSTANTS = {
     "LORA": "lora_rank",
     "ADAPTER_DTYPE": "adapter_dtype",
     "QUANT": "quant",
+    "PREPARE_KBIT": "quant",
     "DEEPSPEED": "zero",
     "FSDP": "zero",
     "SYNC_EACH_BATCH": "grad_sync",

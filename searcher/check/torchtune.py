@@ -201,6 +201,8 @@ def read_torchtune(doc: Document) -> Reading:
     dtype = str(d.get("dtype", "bf16"))
     r.fields["recipe"] = "fp32" if dtype == "fp32" else "bf16-torch"
     r.read(doc, "dtype", "recipe", "torchtune builds the model (and adapters) in this dtype")
+    if r.fields["method"] != "full" and dtype != "fp32":
+        r.fields["adapter_dtype"] = "bf16"  # LoRALinear under the recipe's default dtype
     r.fields["checkpointing"] = "full" if d.get("enable_activation_checkpointing") else "none"
     r.read(doc, "enable_activation_checkpointing", "checkpointing")
     if d.get("enable_activation_offloading"):

@@ -384,7 +384,7 @@ def read_trainer(
         if fmt == "llamafactory" and not d.get("pure_bf16"):
             r.fields["adapter_dtype"] = "fp32"
         elif d.get("peft_autocast_adapter_dtype") is False:
-            r.fields.pop("adapter_dtype", None)
+            r.fields["adapter_dtype"] = _base_adapter_dtype(r.fields)
         else:
             r.fields["adapter_dtype"] = "fp32"
         if r.fields.get("adapter_dtype") == "fp32" and r.fields["recipe"] in ("fp32", "amp"):
@@ -407,3 +407,13 @@ def read_trainer(
 
         r.writer = deepspeed_writer
     return r
+
+
+def _base_adapter_dtype(fields: dict[str, Any]) -> str:
+    """The dtype of adapters built like their base layer (PEFT without its fp32 autocast)."""
+    from constraints.config import TrainConfig
+
+    keys = ("method", "recipe", "quant", "weight_dtype", "compute_dtype")
+    return TrainConfig.model_validate(
+        {k: fields[k] for k in keys if fields.get(k) is not None}
+    ).base_adapter_dtype()

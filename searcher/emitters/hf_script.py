@@ -157,6 +157,11 @@ def render_train_py(
         _line("ADAPTER_DTYPE", s.adapter_dtype, "adapter_dtype fitplan modelled"),
         _line("QUANT", s.quant, f"quant {cfg.quant}: BitsAndBytesConfig"),
         _line(
+            "PREPARE_KBIT",
+            s.kbit_prepare,
+            "PEFT's QLoRA recipe: prepare_model_for_kbit_training (non-quantised params in fp32)",
+        ),
+        _line(
             "DEEPSPEED",
             ds_file if (s.ds_config is not None and sharding_in_script) else None,
             f"zero {cfg.zero}, offload {cfg.offload}: DeepSpeed config next to this script"

@@ -30,7 +30,7 @@ optimizer step in backward, fp16 weights with fp16 optimizer states, fp8.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from constraints.frozen import frozen
 from constraints.precision import optimizer as optimizer_spec
@@ -43,6 +43,9 @@ from searcher.emitters.deepspeed_json import (
     deepspeed_config,
 )
 from searcher.emitters.knobs import SPEED_KNOBS, refuse_speed_knobs
+
+if TYPE_CHECKING:
+    from constraints.config import TrainConfig
 from searcher.emitters.plan import (
     Plan,
     Precision,
@@ -62,7 +65,8 @@ HF_KNOBS: dict[str, str] = {
     "lora_dropout": "LoraConfig lora_dropout",
     "recipe": "model load dtype + TrainingArguments bf16/fp16; fp32-master recipes via DeepSpeed",
     "weight_dtype": "the load dtype (an override other than the recipe's is refused)",
-    "adapter_dtype": "the LoRA parameters cast to it after get_peft_model",
+    "adapter_dtype": "the LoRA parameters cast to it after get_peft_model (fp32: PEFT's default, "
+    "and for a quantised base PEFT's prepare_model_for_kbit_training)",
     "compute_dtype": "bf16=True or fp16=True (fp8 refused)",
     "optimizer": "TrainingArguments optim by its Trainer name (DeepSpeed JSON optimizer when sharded by it)",
     "quant": "BitsAndBytesConfig: load_in_8bit, or load_in_4bit nf4 with/without double quant",
@@ -107,6 +111,7 @@ class HFSettings:
     lora: dict[str, Any] | None
     adapter_dtype: str | None
     quant: dict[str, Any] | None
+    kbit_prepare: bool  # PEFT's prepare_model_for_kbit_training (non-quantised params in fp32)
     lr: float
 
     @property
@@ -323,5 +328,14 @@ def hf_settings(
         lora=lora_settings(plan, options),
         adapter_dtype=adapter_dtype(cfg) if cfg.method != "full" else None,
         quant=quant_settings(plan, prec, fmt, sharded),
+        kbit_prepare=kbit_prepared(cfg),
         lr=lr,
     )
+
+
+def kbit_prepared(cfg: TrainConfig) -> bool:
+    """Whether the plan is PEFT's QLoRA recipe (ConfigBatch.kbit_prepared), which the script then
+    runs: ``prepare_model_for_kbit_training`` before ``get_peft_model``."""
+    from constraints.config_batch import ConfigBatch
+
+    return bool(ConfigBatch.from_configs([cfg]).kbit_prepared[0])

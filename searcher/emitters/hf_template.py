@@ -288,6 +288,11 @@ def build_model(args, training_args):
     if lora:
         from peft import LoraConfig, get_peft_model
 
+        if PREPARE_KBIT:
+            from peft import prepare_model_for_kbit_training
+
+            # checkpointing stays the Trainer's (gradient_checkpointing above)
+            model = prepare_model_for_kbit_training(model, use_gradient_checkpointing=False)
         if GRADIENT_CHECKPOINTING or ACTIVATION_CHECKPOINTING_BY_SHARDING:
             model.enable_input_require_grads()
         # PEFT keeps adapters in fp32 by default (autocast_adapter_dtype=True); fitplan modelled

@@ -162,6 +162,7 @@ class Factors:
             )
             for k in ROW_COLUMNS
         }
+        self.deepspeed_arr = self._deepspeed_columns(names)
         self.target_names = (self.statics[0]["lora_targets"],)
         self._opt_in_bwd = np.array([st["optimizer_in_backward"] for st in self.statics])
         self._eight_bit = np.array(
@@ -185,6 +186,16 @@ class Factors:
             for eight in (False, True)
         }
         self._runnable = self._runnable_masks()
+
+    def _deepspeed_columns(self, names: list[str]) -> dict[str, np.ndarray]:
+        """The static columns that differ on a DeepSpeed row: its 16-bit engine casts the whole
+        model to the weight dtype, so adapters left to the stack's default are not PEFT's fp32
+        there (TrainConfig.engine_casts_adapters). Empty when no row runs DeepSpeed."""
+        if not (self.row_arr["backend"] == BACKEND_CODE["deepspeed"]).any():
+            return {}
+        on_ds = [{**st, "backend": "deepspeed"} for st in self.statics]
+        arr = static_arrays(on_ds, self.problem.seq_len, names)
+        return {k: v for k, v in arr.items() if not np.array_equal(v, self.static_arr[k])}
 
     def _corners(self) -> np.ndarray:
         """For each row, the index of its group's micro-batch-1 row (itself when it has none)."""
@@ -304,6 +315,10 @@ class Factors:
                 cols[k] = np.zeros(s.size, dtype=np.int64)
             else:
                 cols[k] = self.static_arr[k][s]
+        if self.deepspeed_arr:
+            on_ds = cols["backend"] == BACKEND_CODE["deepspeed"]
+            for k, v in self.deepspeed_arr.items():
+                cols[k] = np.where(on_ds, v[s], cols[k])
         return ConfigBatch(**cols, target_names=self.target_names)
 
 

@@ -283,7 +283,7 @@ def static_variants(problem: SearchProblem) -> list[dict[str, Any]]:
                     "lora_dropout": v["lora_dropout"][0] if method != "full" else 0.0,
                     "recipe": recipe,
                     "weight_dtype": v["weight_dtype"][0],
-                    "adapter_dtype": v["adapter_dtype"][0] if method != "full" else None,
+                    "adapter_dtype": _adapter_dtype(problem, v, method, recipe, quant),
                     "compute_dtype": v["compute_dtype"][0],
                     "optimizer": opt,
                     "quant": quant,
@@ -296,6 +296,30 @@ def static_variants(problem: SearchProblem) -> list[dict[str, Any]]:
                 }
             )
     return out
+
+
+def _adapter_dtype(
+    problem: SearchProblem, v: dict[str, Any], method: str, recipe: str, quant: str
+) -> str | None:
+    """The variant's adapter dtype: the pin, else the stack's default (None: PEFT's fp32, or
+    the base's where an engine casts the model), except under torchtune, whose recipes build
+    the adapters in the model's dtype."""
+    if method == "full":
+        return None
+    pinned = v["adapter_dtype"][0]
+    if pinned or problem.framework != S.TORCHTUNE:
+        return pinned
+    from constraints.config import TrainConfig
+
+    return TrainConfig.model_validate(
+        {
+            "method": method,
+            "recipe": recipe,
+            "quant": quant,
+            "weight_dtype": v["weight_dtype"][0],
+            "compute_dtype": v["compute_dtype"][0],
+        }
+    ).base_adapter_dtype()
 
 
 def layout_rows(problem: SearchProblem) -> list[dict[str, int | str]]:

@@ -198,11 +198,31 @@ def recipe_of(
         raise FitplanError(f"precision '{weight}' / '{compute}' is not understood")
     if "fp16" in c:
         fields["compute_dtype"] = "fp16"
-    if method != "full" and framework == "peft" and fields["recipe"] != "fp32":
-        # PEFT keeps adapters in fp32 by default (autocast_adapter_dtype=True)
-        fields["adapter_dtype"] = "fp32"
-        notes.append("PEFT default: adapters in fp32 (autocast_adapter_dtype=True)")
+    if method != "full" and fields["recipe"] != "fp32":
+        if framework in PEFT_FRAMEWORKS:
+            # PEFT keeps adapters in fp32 by default (autocast_adapter_dtype=True)
+            fields["adapter_dtype"] = "fp32"
+            notes.append("PEFT default: adapters in fp32 (autocast_adapter_dtype=True)")
+        else:
+            fields["adapter_dtype"] = _base_dtype(method, fields)
+            notes.append(
+                f"adapters in the model's dtype ({fields['adapter_dtype']}): {framework} builds "
+                "them like their base layer, without PEFT's fp32 autocast"
+            )
     return fields, notes
+
+
+#: the sources whose LoRA is PEFT's (torchtune, litgpt and torchao's runs build their own)
+PEFT_FRAMEWORKS = ("peft", "transformers")
+
+
+def _base_dtype(method: str, fields: dict[str, Any]) -> str:
+    from constraints.config import TrainConfig
+
+    quant = "nf4" if method == "qlora" else "none"
+    return TrainConfig.model_validate(
+        {"method": method, "quant": quant, **fields}
+    ).base_adapter_dtype()
 
 
 def optimizer_of(text: str) -> dict[str, Any]:

@@ -146,6 +146,7 @@ def test_launch_torchtune_qlora_needs_torchao_not_bitsandbytes(
     ``import torchtune`` needs torchao (torchtune/__init__.py): bitsandbytes is not needed."""
     pins = ["--method", "qlora", "--quant", "nf4-dq", "--recipe", "bf16-torch"]
     pins += ["--loss", "standard", "--optimizer", "adamw", "--attention", "sdpa"]
+    pins += ["--adapter-dtype", "bf16"]  # as torchtune builds them (PEFT's default is fp32)
     llama = [*SEARCH[:2], "llama-3.2-1b", *SEARCH[3:]]  # torchtune ships QLoRA for llama3_2
     main([*llama, *pins, "--gpus", "1", "--stack", "all", "--json"])
     member = json.loads(capsys.readouterr().out)["front"][0]

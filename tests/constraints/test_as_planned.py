@@ -11,10 +11,14 @@ from constraints.gpus import resolve_gpu
 from constraints.models import catalog_model
 
 CASES = [
-    ({"method": "lora", "recipe": "bf16-torch"}, "bf16"),
+    ({"method": "lora", "recipe": "bf16-torch"}, "fp32"),  # PEFT's autocast_adapter_dtype=True
+    ({"method": "lora", "recipe": "bf16-torch", "backend": "deepspeed"}, "bf16"),  # engine cast
+    ({"method": "lora", "recipe": "bf16-master"}, "bf16"),  # DeepSpeed's bf16 mode casts them
+    ({"method": "lora", "recipe": "bf16-torch", "model_code": "torchtune"}, "bf16"),
     ({"method": "lora", "recipe": "amp"}, "fp32"),  # amp keeps fp32 weights: fp32 adapters
     ({"method": "lora", "recipe": "fp32"}, "fp32"),
-    ({"method": "qlora", "quant": "nf4", "recipe": "bf16-torch"}, "bf16"),  # the compute dtype
+    ({"method": "qlora", "quant": "nf4", "recipe": "bf16-torch"}, "fp32"),  # PEFT's kbit recipe
+    ({"method": "qlora", "quant": "nf4", "recipe": "bf16-pure"}, "bf16"),  # the compute dtype
     ({"method": "qlora", "quant": "nf4-dq", "recipe": "amp"}, "fp32"),  # the PEFT kbit recipe
 ]
 

@@ -149,6 +149,12 @@ REFUSE: dict[tuple[str, str], str] = {
     ("lora-fp32-adapters-torch", "deepspeed"): DS_BF16_TORCH_AT_ZERO_0,
     ("qlora-nf4dq-paged", "deepspeed"): DS_BF16_TORCH_AT_ZERO_0,
     ("qlora-nf4-z3", "torchtune"): "quant",
+    # planned on FSDP with PEFT's fp32 adapters, which DeepSpeed's bf16 engine would cast
+    ("qlora-nf4-z3", "deepspeed"): "adapter_dtype",
+    # planned with PEFT's fp32 adapters, which torchtune's recipes do not build
+    ("lora-8bit-ckpt", "torchtune"): "adapter_dtype",
+    ("lora-attention-dropout", "torchtune"): "adapter_dtype",
+    ("qlora-nf4dq-paged", "torchtune"): "adapter_dtype",
     ("lora-int8-fp32-adapters", "deepspeed"): DS_BF16_TORCH_AT_ZERO_0,
     ("lora-int8-fp32-adapters", "torchtune"): "quant",
     **{("fp8", f): "compute_dtype" for f in FORMATS},
@@ -292,7 +298,10 @@ def check_script(plan, path: Path, *, sharding_in_script: bool = True) -> Module
             cfg.lora_targets, cfg.lora_targets.split(",")
         )
         assert "2 x rank" in text
-        assert (cfg.adapter_dtype or load) == m.ADAPTER_DTYPE
+        # PEFT builds fp32 adapters (autocast_adapter_dtype=True) unless pinned; the recipes
+        # with a master copy run under DeepSpeed, whose bf16 mode casts them back
+        peft_default = "fp32" if cfg.recipe in ("bf16-torch", "amp", "fp32") else load
+        assert (cfg.adapter_dtype or peft_default) == m.ADAPTER_DTYPE
     quant = m.QUANT or {}
     assert bool(quant) == (cfg.quant != "none")
     if cfg.quant == "int8":
@@ -413,7 +422,7 @@ def check_axolotl(plan, emission: Emission, tmp: Path) -> None:
             assert ax["lora_target_linear"] is True
         else:
             assert ax["lora_target_modules"]
-        assert ax["peft_autocast_adapter_dtype"] == (cfg.adapter_dtype == "fp32")
+        assert ax["peft_autocast_adapter_dtype"] == (cfg.trainable_dtype() == "fp32")
     assert ax.get("load_in_8bit", False) == (cfg.quant == "int8")
     assert ax.get("load_in_4bit", False) == (cfg.quant in ("nf4", "nf4-dq"))
     if cfg.quant in ("nf4", "nf4-dq"):
@@ -544,7 +553,9 @@ def test_lora_alpha_override() -> None:
     emission = emit("lora-8bit-ckpt", "axolotl", lora_alpha=7)
     ax = yaml.safe_load(emission.file("axolotl.yaml").text)
     assert ax["lora_alpha"] == 7
-    _recipe, _config, o, _ = torchtune_run(plan_of("lora-8bit-ckpt"), EmitOptions(lora_alpha=7))
+    # torchtune builds the adapters in the model's dtype: the plan pins it
+    tt_plan = plan_of("lora-8bit-ckpt", adapter_dtype="bf16")
+    _recipe, _config, o, _ = torchtune_run(tt_plan, EmitOptions(lora_alpha=7))
     assert o["model.lora_alpha"] == "7"
     with pytest.raises(FitplanError, match="--lora-alpha must be positive"):
         emit("lora-8bit-ckpt", "hf", lora_alpha=0)
@@ -564,12 +575,14 @@ def test_backend_choice(tmp_path: Path) -> None:
 
 def test_torchtune_lora_targets() -> None:
     ok = plan_of(
-        "lora-8bit-ckpt", lora_targets="q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj"
+        "lora-8bit-ckpt",
+        lora_targets="q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj",
+        adapter_dtype="bf16",
     )
     _r, _c, o, _ = torchtune_run(ok, EmitOptions())
     assert o["model.lora_attn_modules"] == "[q_proj,k_proj,v_proj,output_proj]"
     assert o["model.apply_lora_to_mlp"] == "True"
-    partial = plan_of("lora-8bit-ckpt", lora_targets="q_proj,gate_proj")
+    partial = plan_of("lora-8bit-ckpt", lora_targets="q_proj,gate_proj", adapter_dtype="bf16")
     with pytest.raises(FitplanError, match="cannot express lora_targets=q_proj,gate_proj"):
         torchtune_run(partial, EmitOptions())
     with pytest.raises(FitplanError, match="cannot express model=gpt2"):
@@ -685,10 +698,7 @@ def test_launch_writes_files_and_prints_paths(
     assert main(["launch", str(plan), "--emit", "axolotl", "--out", str(out), "--force"]) == 0
     # the written plan re-emits in another format
     assert (
-        main(
-            ["launch", str(out / "plan.json"), "--emit", "torchtune", "--out", str(tmp_path / "tt")]
-        )
-        == 0
+        main(["launch", str(out / "plan.json"), "--emit", "hf", "--out", str(tmp_path / "hf")]) == 0
     )
 
 
@@ -778,12 +788,12 @@ def test_search_emit_top_pick(tmp_path: Path) -> None:
         "--pick",
         "2",
         "--emit",
-        "torchtune",
+        "accelerate",
         "--out",
-        str(tmp_path / "tt"),
+        str(tmp_path / "second"),
     )
     assert r2.returncode == 0, r2.stderr
-    assert load_plan(str(tmp_path / "tt" / "plan.json")).config.model_dump() == {
+    assert load_plan(str(tmp_path / "second" / "plan.json")).config.model_dump() == {
         k: v for k, v in front[1]["config"].items() if k not in ("gpus", "rank")
     }
 

@@ -56,6 +56,9 @@ def _refusal(fmt: str, **knobs) -> str | None:
     # a plain DeepSpeed JSON keeps the fp32 master copy without ZeRO (its emitter says so)
     recipe = "bf16-master" if fmt == "deepspeed" else "bf16-torch"
     base = dict(method="full", micro_batch=1, seq_len=1024, recipe=recipe)
+    if fmt == "torchtune" and knobs.get("method", "full") != "full":
+        # the search pins what torchtune builds: adapters in the model's dtype (space.py)
+        base["adapter_dtype"] = "bf16"
     cfg = TrainConfig(**{**base, **knobs})
     try:
         get_emitter(fmt).emit(make_plan(cfg, "llama-3.1-8b", gpu="h100-sxm"), EmitOptions("o"))

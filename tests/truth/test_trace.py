@@ -106,7 +106,6 @@ OTHER_FAMILIES = [
     "bert-base-uncased",
 ]
 SKIPS = {
-    ("falcon-7b", "eager", "selective"): "attention interface",
     ("flan-t5-base", "flash", "none"): "FlashAttention cannot take",
     ("flan-t5-base", "flash", "full"): "FlashAttention cannot take",
 }

@@ -245,8 +245,8 @@ def torchtune_run(
                 fmt,
                 "adapter_dtype",
                 ad,
-                f"torchtune's adapters take the model dtype ({dtype})",
-                "drop --adapter-dtype",
+                f"torchtune's adapters take the model dtype ({dtype}); fp32 is PEFT's default",
+                f"pin --adapter-dtype {dtype}, or search with --emit torchtune",
             )
         o["model.lora_attn_modules"] = _value(attn)
         o["model.apply_lora_to_mlp"] = _value(mlp)
