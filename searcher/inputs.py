@@ -272,7 +272,11 @@ def _check_topology(args: argparse.Namespace) -> None:
 
 
 def explain_config(args: argparse.Namespace):
+    """The plan explain / trace-step / measure read from the flags: each knob the user left out
+    takes the stack's default (searcher.stack_profile); ``assumed`` names them, one phrase each."""
     from constraints.config import TrainConfig
+    from searcher.search.stack import framework_of
+    from searcher.stack_profile import StackProfile, assumed_lines, fill_defaults
 
     check_explain_args(args)
     _check_topology(args)
@@ -280,6 +284,10 @@ def explain_config(args: argparse.Namespace):
     gpu = gpu_from_args(args)
     headroom = headroom_from_args(args)
     fields, notes = config_fields_from_args(args, spec, gpu)
+    # compute dtype and attention set for a card without bf16 / flash are defaults too
+    given = frozenset(k for k in fields if getattr(args, k, None) is not None)
+    profile = StackProfile.resolve(framework_of(getattr(args, "emit", None)))
+    filled = fill_defaults(profile, fields, given)
     fields.setdefault("seq_len", default_seq_len(spec))
     check_seq_len(spec, fields["seq_len"], args.allow_long_seq)
     tp, pp = fields.get("tp", 1), fields.get("pp", 1)
@@ -292,7 +300,8 @@ def explain_config(args: argparse.Namespace):
         raise FitplanError("with --params, LoRA needs --trainable-params (the adapter size)")
     cfg = TrainConfig(**fields)
     refuse_unrunnable_layout(args, spec, cfg)
-    return spec, gpu, cfg, headroom, notes
+    assumed = assumed_lines(profile, cfg, gpu, spec, filled, given)
+    return spec, gpu, cfg, headroom, notes, assumed
 
 
 def refuse_unrunnable_layout(args: argparse.Namespace, spec, cfg) -> None:

@@ -15,7 +15,7 @@ def _dump(obj: object) -> None:
 
 
 def cmd_explain(args: argparse.Namespace) -> int:
-    from searcher.cli.render import print_explanation
+    from searcher.cli.render import print_assumed, print_explanation
     from searcher.inputs import explain_config
     from searcher.search.levers import advise
     from searcher.search.views import explanation_json
@@ -32,7 +32,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
         from searcher.cli.step import cmd_explain_exact
 
         return cmd_explain_exact(args)
-    spec, gpu, cfg, headroom, notes = explain_config(args)
+    spec, gpu, cfg, headroom, notes, assumed = explain_config(args)
     e = advise(
         spec,
         cfg,
@@ -52,9 +52,10 @@ def cmd_explain(args: argparse.Namespace) -> int:
         sys.stderr.write(f"page written to {path}\n")
     missing = missing_for(cfg, stack.packages)
     if args.json:
-        _dump({**explanation_json(e), "needs_outside_stack": list(missing)})
+        _dump({**explanation_json(e), "assumed": assumed, "needs_outside_stack": list(missing)})
     else:
         print_stack_line(stack)
+        print_assumed(assumed)
         print_explanation(e, detail=getattr(args, "detail", False))
         line = needs_line(missing, "this configuration")
         if line:

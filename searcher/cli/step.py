@@ -24,7 +24,7 @@ def _traced(args: argparse.Namespace) -> tuple[Any, Any, Any]:
     from searcher.search.levers import advise
     from searcher.truth.hf_build import config_of, quiet_transformers, require_torch
 
-    spec, gpu, cfg, headroom, _notes = explain_config(args)
+    spec, gpu, cfg, headroom, _notes, _assumed = explain_config(args)
     cfg = cfg.as_planned()
     if spec.arch == "raw":
         raise FitplanError(

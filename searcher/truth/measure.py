@@ -152,7 +152,7 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
     cfg_dict, _spec = config_of(args.model)
     if args.gpu is None:
         args.gpu = detected_gpu() if device == "cuda" else "a100-80gb"
-    spec, gpu, cfg, headroom, notes = explain_config(args)
+    spec, gpu, cfg, headroom, notes, _assumed = explain_config(args)
     cfg = cfg.as_planned()
     check_supported(cfg, args.gpus or 1)
     torch.manual_seed(0)

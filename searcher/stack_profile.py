@@ -1,0 +1,200 @@
+"""The stack a plan runs on, resolved once: the framework, its library versions and the GPU, and
+the defaults they imply for every knob the user does not name.
+
+Each default is what the released code does, read at the version named:
+
+- load dtype: transformers 5 ``PreTrainedModel.from_pretrained`` takes ``dtype="auto"`` when none
+  is given (modeling_utils.py: ``if dtype is None: dtype = "auto"``), the checkpoint's dtype;
+  transformers 4 loaded fp32. A 16-bit model with torch AdamW keeps its states in the parameter
+  dtype (recipe ``bf16-torch``, fp16 where the GPU has no bf16); an fp32 model under
+  ``bf16=True`` / ``fp16=True`` is the ``amp`` recipe. torchtune builds the model in its ``dtype``
+  (bf16).
+- adapters: PEFT >= 0.12 ``get_peft_model(..., autocast_adapter_dtype=True)`` casts 16-bit adapters
+  to fp32 (tuners_utils.py ``_cast_adapter_dtype``); torchtune builds them in the model's dtype.
+- attention: transformers picks ``attn_implementation="sdpa"`` (FlashAttention-2 only on request);
+  torch's SDPA dispatch (aten/src/ATen/native/transformers/cuda/sdp_utils.cpp) runs the flash
+  kernel at sm80+ for fp16/bf16 with head_dim <= 256, else the memory-efficient kernel (sm50+),
+  else math. The flash and memory-efficient kernels save the same tensors (output and log-sum-exp);
+  math saves the probabilities like eager attention.
+- one GPU: the HF Trainer runs the model itself, no DeepSpeed or FSDP unless asked.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import sys
+from typing import TYPE_CHECKING
+
+from constraints.frozen import frozen
+from constraints.gpus import GpuSpec
+from searcher.search.stack import HF, TORCHTUNE
+
+if TYPE_CHECKING:
+    from constraints.config import TrainConfig
+    from constraints.model_spec import ModelSpec
+
+#: the releases fitplan's defaults were read from, assumed where the package is not installed
+RELEASES = {"transformers": "5.25.0", "peft": "0.21.2", "torch": "2.13.0"}
+FRAMEWORK_NAMES = {HF: "HF Trainer + PEFT", TORCHTUNE: "torchtune"}
+#: SDPA's flash kernel: sm80+, 16-bit, head_dim <= 256 (sdp_utils.cpp check_head_dim_size_flash)
+FLASH_MIN_SM, FLASH_MAX_HEAD_DIM = 8.0, 256
+
+
+def installed_version(package: str) -> str | None:
+    """The installed version, from the ``{name}-{version}.dist-info`` folder's name (PEP 376 /
+    the binary distribution format) on ``sys.path``; ``importlib.metadata`` (20 ms to import on
+    explain's path) only where no folder names it."""
+    prefix = package.replace("-", "_") + "-"
+    for entry in sys.path:
+        try:
+            names = os.listdir(entry or ".")
+        except OSError:
+            continue
+        for name in names:
+            if name.startswith(prefix) and name.endswith(".dist-info"):
+                return name[len(prefix) : -len(".dist-info")]
+    if importlib.util.find_spec(package.replace("-", "_")) is None:
+        return None
+    from importlib import metadata
+
+    try:
+        return metadata.version(package)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def _major(version: str) -> int:
+    head = version.split(".", 1)[0]
+    return int(head) if head.isdigit() else 0
+
+
+@frozen
+class StackProfile:
+    """The framework and library versions a plan is read against (installed ones, else
+    :data:`RELEASES`)."""
+
+    framework: str
+    versions: dict[str, str]
+    installed: tuple[str, ...]
+
+    @classmethod
+    def resolve(cls, framework: str = HF) -> StackProfile:
+        versions, installed = {}, []
+        for package, release in RELEASES.items():
+            found = installed_version(package)
+            versions[package] = found or release
+            if found:
+                installed.append(package)
+        return cls(framework=framework, versions=versions, installed=tuple(installed))
+
+    def loads_checkpoint_dtype(self) -> bool:
+        """Whether a model loaded without a dtype takes its checkpoint's 16-bit dtype."""
+        return self.framework == TORCHTUNE or _major(self.versions["transformers"]) >= 5
+
+    def default_recipe(self) -> str:
+        """The precision recipe of a run that names none: a 16-bit model with torch AdamW, or an
+        fp32 model under 16-bit autocast (transformers 4)."""
+        return "bf16-torch" if self.loads_checkpoint_dtype() else "amp"
+
+    def recipe_reason(self, recipe: str, half: str) -> str:
+        if self.framework == TORCHTUNE:
+            return f"{recipe}: torchtune builds the model in {half}"
+        if recipe == "amp":
+            return (
+                f"amp: transformers {self.versions['transformers']} loads fp32 weights, "
+                f"{half} autocast"
+            )
+        return (
+            f"{recipe}: transformers {self.versions['transformers']} loads the checkpoint's dtype "
+            f"({half} here), torch AdamW states in it"
+        )
+
+    def describe(self) -> str:
+        """The framework with its versions, and where they came from."""
+        names = {HF: ("transformers", "peft", "torch"), TORCHTUNE: ("torch",)}[self.framework]
+        parts = [f"{p} {self.versions[p]}" for p in names]
+        where = (
+            "installed"
+            if all(p in self.installed for p in names)
+            else "fitplan's reference releases"
+        )
+        return f"{FRAMEWORK_NAMES[self.framework]} ({', '.join(parts)}: {where})"
+
+
+def sdpa_kernel(gpu: GpuSpec, compute_dtype: str, head_dim: int) -> str:
+    """The kernel torch's SDPA dispatches to for this GPU, dtype and head size."""
+    sm = gpu.sm
+    sixteen = compute_dtype in ("bf16", "fp16")
+    if sixteen and (sm is None or sm >= FLASH_MIN_SM) and head_dim <= FLASH_MAX_HEAD_DIM:
+        return "flash"
+    return "memory-efficient"
+
+
+#: the sharding and parallel knobs that mean the user chose a distributed engine: their runs keep
+#: the engine's own mixed precision (DeepSpeed / Megatron: ``bf16-master``) when no recipe is named
+_ENGINE_KNOBS = ("zero", "offload", "tp", "pp")
+
+
+def fill_defaults(
+    profile: StackProfile, fields: dict[str, object], given: frozenset[str]
+) -> tuple[str, ...]:
+    """Fill the knobs the user left out (not in ``given``) with the stack's defaults, in place;
+    the names filled."""
+    filled = []
+    engine = any(fields.get(k) not in (None, 0, 1, "none") for k in _ENGINE_KNOBS)
+    plain = fields.get("backend") in (None, "single", "ddp")
+    if "recipe" not in fields and not engine and plain:
+        fields["recipe"] = profile.default_recipe()
+        filled.append("recipe")
+    if "attention" not in given:
+        fields["attention"] = "sdpa"
+        filled.append("attention")
+    return tuple(filled)
+
+
+def assumed_lines(
+    profile: StackProfile,
+    cfg: TrainConfig,
+    gpu: GpuSpec,
+    spec: ModelSpec,
+    filled: tuple[str, ...],
+    given: frozenset[str],
+) -> list[str]:
+    """What the plan took from the stack rather than from the user, one phrase each."""
+    from constraints.config_batch import ConfigBatch
+
+    compute = cfg.resolved_recipe()[4]
+    half = compute if compute in ("bf16", "fp16") else "bf16"
+    out = [profile.describe()]
+    if "recipe" in filled:
+        out.append(profile.recipe_reason(cfg.recipe, half))
+    if "backend" not in given:
+        out.append(f"backend {cfg.backend}" + _BACKEND_WHY.get(str(cfg.backend), ""))
+    if cfg.is_lora and "adapter_dtype" not in given:
+        dtype = cfg.trainable_dtype()
+        why = (
+            "PEFT's autocast_adapter_dtype=True"
+            if dtype == "fp32" and cfg.resolved_recipe()[0] != "fp32"
+            else "DeepSpeed's 16-bit engine casts the model"
+            if cfg.engine_casts_adapters()
+            else "built like their base layer"
+        )
+        out.append(f"adapters {dtype} ({why})")
+        if bool(ConfigBatch.from_configs([cfg]).kbit_prepared[0]):
+            out.append("prepare_model_for_kbit_training: the non-quantised parameters in fp32")
+    if "attention" in filled:
+        kernel = sdpa_kernel(gpu, compute, spec.head_dim)
+        out.append(
+            f"attention sdpa (transformers' default attn_implementation): the {kernel} kernel "
+            f"on {gpu.name} (sm {gpu.compute_capability}, {compute}, head_dim {spec.head_dim})"
+        )
+    if "loss" not in given and cfg.loss == "standard":
+        out.append("loss: cross-entropy on the whole logits, upcast to fp32 (ForCausalLMLoss)")
+    return out
+
+
+_BACKEND_WHY = {
+    "single": " (one GPU: the Trainer runs the model itself, no DeepSpeed or FSDP)",
+    "ddp": " (torch DDP: the Trainer's default on several GPUs)",
+}

@@ -1,0 +1,143 @@
+"""explain's defaults are what the user's stack does, and the screen names them.
+
+With no knob but model, GPU and method, the plan is the HF Trainer + PEFT run a user gets: the
+model in its checkpoint's 16-bit dtype (transformers 5 ``from_pretrained(dtype="auto")``), torch
+AdamW, PEFT's fp32 adapters, SDPA attention, one GPU without DeepSpeed. Each default is pinned to
+the released library where it is installed (heavy tests), and the memory equals the one fitplan
+gives when those settings are passed by hand."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from constraints.gpus import resolve_gpu
+from searcher.cli import main
+from searcher.stack_profile import StackProfile, sdpa_kernel
+
+BASE = ["explain", "--model", "llama-3.2-1b", "--micro-batch", "2", "--seq-len", "1024", "--json"]
+
+
+def explain_json(capsys: pytest.CaptureFixture[str], *argv: str) -> dict:
+    main([*BASE, *argv])
+    return json.loads(capsys.readouterr().out)
+
+
+@pytest.mark.parametrize(
+    ("gpu", "method", "by_hand"),
+    [
+        # a T4 has no bf16: the model loads in fp16 (what a T4 user passes), fp16 autocast
+        ("t4", "lora", ["--recipe", "bf16-torch", "--compute-dtype", "fp16"]),
+        ("t4", "qlora", ["--recipe", "bf16-torch", "--compute-dtype", "fp16", "--quant", "nf4"]),
+        ("a100-80gb", "lora", ["--recipe", "bf16-torch"]),
+        ("a100-80gb", "full", ["--recipe", "bf16-torch"]),
+    ],
+)
+def test_defaults_equal_the_stacks_settings_passed_by_hand(
+    capsys: pytest.CaptureFixture[str], gpu: str, method: str, by_hand: list[str]
+) -> None:
+    default = explain_json(capsys, "--gpu", gpu, "--method", method)
+    adapters = ["--adapter-dtype", "fp32"] if method != "full" else []
+    hand = explain_json(
+        capsys,
+        "--gpu",
+        gpu,
+        "--method",
+        method,
+        *by_hand,
+        *adapters,
+        "--attention",
+        "sdpa",
+        "--backend",
+        "single",
+    )
+    assert default["needed_bytes"] == hand["needed_bytes"]
+    assert default["config"]["backend"] == "single"
+    assert default["config"]["attention"] == "sdpa"
+    assumed = "; ".join(default["assumed"])
+    assert "HF Trainer + PEFT" in assumed and "backend single" in assumed
+    if method != "full":
+        assert "adapters fp32 (PEFT's autocast_adapter_dtype=True)" in assumed
+    if method == "qlora":
+        assert "prepare_model_for_kbit_training" in assumed
+
+
+def test_given_knobs_are_not_listed_as_assumed(capsys: pytest.CaptureFixture[str]) -> None:
+    out = explain_json(
+        capsys,
+        "--gpu",
+        "a100-80gb",
+        "--method",
+        "lora",
+        "--recipe",
+        "bf16-master",
+        "--adapter-dtype",
+        "bf16",
+        "--attention",
+        "flash",
+        "--loss",
+        "standard",
+    )
+    assumed = "; ".join(out["assumed"])
+    assert "adapters" not in assumed and "attention" not in assumed and "loss" not in assumed
+    assert "bf16-master" not in assumed  # the recipe was given
+    assert out["config"]["backend"] == "deepspeed"  # bf16-master is DeepSpeed's mixed precision
+
+
+def test_sharding_keeps_the_engines_mixed_precision(capsys: pytest.CaptureFixture[str]) -> None:
+    """--zero names a distributed engine: no recipe given means its bf16 + fp32 master."""
+    out = explain_json(capsys, "--gpu", "a100-80gb", "--gpus", "2", "--zero", "3")
+    assert out["config"]["recipe"] == "bf16-master"
+
+
+def test_the_text_output_names_the_defaults_once(capsys: pytest.CaptureFixture[str]) -> None:
+    main(["explain", "--model", "llama-3.2-1b", "--gpu", "t4", "--method", "lora"])
+    out = capsys.readouterr().out
+    assert out.count("assumed:") == 1
+    paragraph = " ".join(out.split("assumed:", 1)[1].split("Llama-3.2-1B ·", 1)[0].split())
+    assert "memory-efficient kernel on T4 (sm 7.5, fp16, head_dim 64)" in paragraph
+    assert "adapters fp32" in paragraph and "backend single" in paragraph
+
+
+@pytest.mark.parametrize(
+    ("gpu", "dtype", "head_dim", "kernel"),
+    [
+        ("t4", "fp16", 64, "memory-efficient"),  # sm75: no flash kernel
+        ("v100", "fp16", 128, "memory-efficient"),  # sm70
+        ("a100-80gb", "bf16", 128, "flash"),
+        ("a100-80gb", "fp32", 128, "memory-efficient"),  # flash takes 16-bit only
+        ("h100-sxm", "bf16", 512, "memory-efficient"),  # flash: head_dim <= 256
+    ],
+)
+def test_sdpa_dispatch(gpu: str, dtype: str, head_dim: int, kernel: str) -> None:
+    """torch's sdp_utils.cpp: flash needs sm80+, fp16/bf16 and head_dim <= 256."""
+    assert sdpa_kernel(resolve_gpu(gpu), dtype, head_dim) == kernel
+
+
+def test_transformers_4_loads_fp32_and_autocasts() -> None:
+    v4 = StackProfile(
+        framework="hf", versions={"transformers": "4.46.3", "peft": "0.13.2", "torch": "2.5.1"},
+        installed=(),
+    )  # fmt: skip
+    assert v4.default_recipe() == "amp"
+    assert StackProfile.resolve("torchtune").default_recipe() == "bf16-torch"
+
+
+@pytest.mark.heavy
+def test_transformers_loads_the_checkpoint_dtype_and_sdpa(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """The installed transformers, as fitplan reads it: a bf16 checkpoint loaded without a dtype
+    stays bf16 (5.x: dtype="auto"), and attention is SDPA unless another is asked for."""
+    import torch
+    from transformers import AutoModelForCausalLM, LlamaConfig, LlamaForCausalLM
+
+    config = LlamaConfig(
+        hidden_size=64, intermediate_size=128, num_hidden_layers=1, num_attention_heads=4,
+        num_key_value_heads=4, vocab_size=128,
+    )  # fmt: skip
+    LlamaForCausalLM(config).to(torch.bfloat16).save_pretrained(tmp_path)
+    model = AutoModelForCausalLM.from_pretrained(tmp_path)
+    profile = StackProfile.resolve()
+    expected = torch.bfloat16 if profile.loads_checkpoint_dtype() else torch.float32
+    assert next(model.parameters()).dtype == expected
+    assert model.config._attn_implementation == "sdpa"
