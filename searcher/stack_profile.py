@@ -133,7 +133,7 @@ def sdpa_kernel(gpu: GpuSpec, compute_dtype: str, head_dim: int) -> str:
 
 #: the sharding and parallel knobs that mean the user chose a distributed engine: their runs keep
 #: the engine's own mixed precision (DeepSpeed / Megatron: ``bf16-master``) when no recipe is named
-_ENGINE_KNOBS = ("zero", "offload", "tp", "pp")
+ENGINE_KNOBS = ("zero", "offload", "tp", "pp")
 
 
 def fill_defaults(
@@ -142,7 +142,7 @@ def fill_defaults(
     """Fill the knobs the user left out (not in ``given``) with the stack's defaults, in place;
     the names filled."""
     filled = []
-    engine = any(fields.get(k) not in (None, 0, 1, "none") for k in _ENGINE_KNOBS)
+    engine = any(fields.get(k) not in (None, 0, 1, "none") for k in ENGINE_KNOBS)
     plain = fields.get("backend") in (None, "single", "ddp")
     if "recipe" not in fields and not engine and plain:
         fields["recipe"] = profile.default_recipe()
@@ -183,11 +183,12 @@ def assumed_lines(
         out.append(f"adapters {dtype} ({why})")
         if bool(ConfigBatch.from_configs([cfg]).kbit_prepared[0]):
             out.append("prepare_model_for_kbit_training: the non-quantised parameters in fp32")
-    if "attention" in filled:
+    if cfg.attention == "sdpa":
         kernel = sdpa_kernel(gpu, compute, spec.head_dim)
+        why = " (transformers' default attn_implementation)" if "attention" in filled else ""
         out.append(
-            f"attention sdpa (transformers' default attn_implementation): the {kernel} kernel "
-            f"on {gpu.name} (sm {gpu.compute_capability}, {compute}, head_dim {spec.head_dim})"
+            f"attention sdpa{why}: the {kernel} kernel on {gpu.name} "
+            f"(sm {gpu.compute_capability}, {compute}, head_dim {spec.head_dim})"
         )
     if "loss" not in given and cfg.loss == "standard":
         out.append("loss: cross-entropy on the whole logits, upcast to fp32 (ForCausalLMLoss)")

@@ -255,8 +255,9 @@ def cmd_search(args: argparse.Namespace) -> int:
         from searcher.cli.verify import verify_front
 
         verified = verify_front(args, result)
+    assumed = _search_assumed(result, args.pick)
     if args.json:
-        out = result_json(result, args.tokens)
+        out = {**result_json(result, args.tokens), "assumed": assumed}
         if verified is not None:
             from searcher.cli.verify import verified_json
 
@@ -266,6 +267,9 @@ def cmd_search(args: argparse.Namespace) -> int:
         from searcher.cli.stack import print_stack_line
 
         print_stack_line(stack)
+        from searcher.cli.render import print_assumed
+
+        print_assumed(assumed)
         print_search(
             result,
             args.top or 10,
@@ -284,6 +288,22 @@ def cmd_search(args: argparse.Namespace) -> int:
     if outputs:
         write_outputs(outputs, force=args.force)
     return 0 if result.front else 1
+
+
+def _search_assumed(result: Any, pick: int | None) -> list[str]:
+    """What the pick takes from the stack (searcher.stack_profile): the knobs the search chose
+    or the user pinned are not assumptions."""
+    if not result.front:
+        return []
+    from constraints.config import TrainConfig
+    from searcher.stack_profile import StackProfile, assumed_lines
+
+    problem = result.problem
+    member = result.front[min(max(pick or 1, 1), len(result.front)) - 1]
+    chosen = frozenset(TrainConfig.model_fields) - {"adapter_dtype", "loss"}
+    given = chosen | frozenset(problem.pins)
+    profile = StackProfile.resolve(problem.framework)
+    return assumed_lines(profile, member.config, problem.gpu, problem.model, (), given)
 
 
 def cmd_fits(args: argparse.Namespace) -> int:

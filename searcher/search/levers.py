@@ -26,7 +26,9 @@ from constraints.gpus import GpuSpec
 from constraints.hardware import describe, hardware_mask
 from constraints.memory import TERMS
 from constraints.models import ModelSpec
+from constraints.precision import DEFAULT_RECIPE
 from constraints.record import Record
+from searcher.stack_profile import ENGINE_KNOBS
 
 #: TrainConfig field -> the ``fitplan explain`` option that sets it (searcher/cli/parser.py
 #: ``config_args`` in searcher/cli/args.py; tests/search/test_levers.py holds the two together). ``dp`` has no option: it
@@ -225,10 +227,16 @@ def apply(cfg: TrainConfig, change: Change) -> TrainConfig | None:
 
 
 def with_backend(cfg: TrainConfig, change: Change, new: TrainConfig) -> Change:
-    """The change, plus ``backend`` where applying it moved the backend (so the flags say so)."""
+    """The change, plus ``backend`` where applying it moved the backend, and ``recipe`` where the
+    change names a distributed engine and the plan's recipe is not the engine's default (so the
+    flags, added to the command line, make the configuration the lever was costed on)."""
+    out = dict(change)
     if new.backend != cfg.backend and "backend" not in change:
-        return {**change, "backend": new.backend}
-    return change
+        out["backend"] = new.backend
+    engine = any(k in change for k in ENGINE_KNOBS)
+    if engine and "recipe" not in change and cfg.recipe != DEFAULT_RECIPE:
+        out["recipe"] = cfg.recipe
+    return out
 
 
 def levers_for(

@@ -227,6 +227,10 @@ def sharding_options(problem: SearchProblem, dp: int) -> list[tuple[int, str]]:
     return options
 
 
+#: the backend of a one-GPU run that shards and offloads nothing
+SINGLE = "single"
+
+
 def backend_options(problem: SearchProblem, lay: Layout, zero: int, offload: str) -> list[str]:
     """Backends that run this layout and sharding (the rest of the capability table is applied
     per configuration in :func:`grid`). Default: every backend some launch format writes."""
@@ -242,8 +246,14 @@ def backend_options(problem: SearchProblem, lay: Layout, zero: int, offload: str
         if (lay.tp > 1 and not b["tp"]) or (lay.pp > 1 and not b["pp"]):
             continue
         out.append(name)
+    if pinned:
+        return out
+    if lay.gpus == 1 and offload == "none" and "zero" not in problem.pins and SINGLE in out:
+        # one GPU: the Trainer runs the model itself; DeepSpeed or FSDP only for what they add
+        # there (CPU offload), or when asked for (searcher.stack_profile)
+        out = [SINGLE]
     # unpinned, the stack keeps to the backends it has (a row none of them runs is dropped)
-    return out if pinned else list(S.narrow(out, S.BACKEND_PACKAGE, problem.stack))
+    return list(S.narrow(out, S.BACKEND_PACKAGE, problem.stack))
 
 
 #: knobs that change only the step time: a search keeps them as pinned (or at their defaults)

@@ -141,3 +141,25 @@ def test_transformers_loads_the_checkpoint_dtype_and_sdpa(tmp_path) -> None:  # 
     expected = torch.bfloat16 if profile.loads_checkpoint_dtype() else torch.float32
     assert next(model.parameters()).dtype == expected
     assert model.config._attn_implementation == "sdpa"
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--model", "llama-3.1-8b", "--gpu", "rtx-4090"],
+        ["--model", "qwen2.5-7b", "--gpu", "t4", "--method", "lora"],
+        ["--model", "llama-3.1-8b", "--gpu", "a100-40gb", "--gpus", "4", "--seq-len", "4096"],
+    ],
+)
+def test_levers_on_default_plans_run_as_printed(
+    capsys: pytest.CaptureFixture[str], argv: list[str]
+) -> None:
+    """A lever that names an engine (--zero, --offload) keeps the recipe the stack filled in:
+    its flags, added to the command line, give the total it was costed at."""
+    main(["explain", *argv, "--json"])
+    base = json.loads(capsys.readouterr().out)
+    assert base["levers"]
+    for lever in base["levers"]:
+        main(["explain", *argv, *lever["flags"].split(), "--json"])
+        again = json.loads(capsys.readouterr().out)
+        assert again["memory_bytes"]["total"] == lever["total_bytes"], lever["flags"]

@@ -69,11 +69,13 @@ def test_printed_flags_make_the_costed_configuration(base):
 
 
 def _argv_of(cfg: TrainConfig, model: str, gpu: str) -> list[str]:
-    """The explain command line that makes ``cfg`` (every field that differs from the default)."""
+    """The explain command line that makes ``cfg`` (every field that differs from the default;
+    the recipe and attention always, since explain fills them from the stack)."""
     default = TrainConfig().model_dump()
     argv = ["--model", model, "--gpu", gpu, "--gpus", str(cfg.gpus)]
+    named = ("backend", "recipe", "attention")
     for field, value in cfg.model_dump().items():
-        if field == "dp" or (field != "backend" and value == default[field]):
+        if field == "dp" or (field not in named and value == default[field]):
             continue
         if field == "backend" and value == cfg.inferred_backend():
             continue
@@ -118,11 +120,13 @@ def test_every_printed_lever_run_as_printed_saves_what_it_says():
         bases = [b for b in (_random_base(rng) for _ in range(300)) if b is not None]
         for base in bases[:120]:
             argv = _argv_of(base, model, gpu)
-            _s, _g, again, _h, _n = explain_config(parser.parse_args(argv))
+            _s, _g, again, _h, _n, _a = explain_config(parser.parse_args(argv))
             assert again == base, argv
             total = breakdown_of(spec, [base], card)[0].total
             for lv in advise(spec, base, card).levers:
-                _s, _g, made, _h, _n = explain_config(parser.parse_args(argv + lv.flags.split()))
+                _s, _g, made, _h, _n, _a = explain_config(
+                    parser.parse_args(argv + lv.flags.split())
+                )
                 assert made == lv.config, (argv, lv.change, lv.flags)
                 new_total = breakdown_of(spec, [made], card)[0].total
                 assert total - new_total == lv.saves, (argv, lv.flags)
