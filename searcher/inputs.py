@@ -273,10 +273,10 @@ def _check_topology(args: argparse.Namespace) -> None:
 
 def explain_config(args: argparse.Namespace):
     """The plan explain / trace-step / measure read from the flags: each knob the user left out
-    takes the stack's default (searcher.stack_profile); ``assumed`` names them, one phrase each."""
+    takes the stack's default (searcher.search.stack_profile); ``assumed`` names them, one phrase each."""
     from constraints.config import TrainConfig
     from searcher.search.stack import framework_of
-    from searcher.stack_profile import StackProfile, assumed_lines, fill_defaults
+    from searcher.search.stack_profile import StackProfile, assumed_lines, fill_defaults
 
     check_explain_args(args)
     _check_topology(args)

@@ -15,7 +15,7 @@ def _dump(obj: object) -> None:
 
 
 def cmd_explain(args: argparse.Namespace) -> int:
-    from searcher.cli.render import print_assumed, print_explanation
+    from searcher.cli.render import print_explanation
     from searcher.inputs import explain_config
     from searcher.search.levers import advise
     from searcher.search.views import explanation_json
@@ -24,7 +24,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
         from searcher.report.page import check_page_path
 
         check_page_path(args.report, args.force)
-    from searcher.cli.stack import needs_line, print_stack_line, stack_of
+    from searcher.cli.stack import needs_line, print_assumed, print_stack_line, stack_of
     from searcher.search.stack import missing_for
 
     stack = stack_of(args)  # a bad --stack is refused before any work
@@ -267,7 +267,7 @@ def cmd_search(args: argparse.Namespace) -> int:
         from searcher.cli.stack import print_stack_line
 
         print_stack_line(stack)
-        from searcher.cli.render import print_assumed
+        from searcher.cli.stack import print_assumed
 
         print_assumed(assumed)
         print_search(
@@ -291,12 +291,12 @@ def cmd_search(args: argparse.Namespace) -> int:
 
 
 def _search_assumed(result: Any, pick: int | None) -> list[str]:
-    """What the pick takes from the stack (searcher.stack_profile): the knobs the search chose
+    """What the pick takes from the stack (searcher.search.stack_profile): the knobs the search chose
     or the user pinned are not assumptions."""
     if not result.front:
         return []
     from constraints.config import TrainConfig
-    from searcher.stack_profile import StackProfile, assumed_lines
+    from searcher.search.stack_profile import StackProfile, assumed_lines
 
     problem = result.problem
     member = result.front[min(max(pick or 1, 1), len(result.front)) - 1]

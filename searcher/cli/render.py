@@ -447,9 +447,3 @@ def print_fits(rows: list[Any], gpu: Any, seq_len: int, out: Console | None = No
         ]
         table.add_row(r.model, fmt_count(r.params), *cells)
     out.print(table)
-
-
-def print_assumed(assumed: list[str]) -> None:
-    """One line: the defaults the plan took from the stack rather than from the flags."""
-    if assumed:
-        console().print(f"[dim]assumed: {'; '.join(assumed)}[/]")

@@ -92,3 +92,11 @@ def print_marked(
         out.print(
             f"[yellow]front member {pick} needs {', '.join(marks[pick - 1])}, outside the stack[/]"
         )
+
+
+def print_assumed(assumed: list[str]) -> None:
+    """One line: the defaults the plan took from the stack rather than from the flags."""
+    if assumed:
+        from searcher.terminal import console
+
+        console().print(f"[dim]assumed: {'; '.join(assumed)}[/]")

@@ -28,7 +28,7 @@ from constraints.memory import TERMS
 from constraints.models import ModelSpec
 from constraints.precision import DEFAULT_RECIPE
 from constraints.record import Record
-from searcher.stack_profile import ENGINE_KNOBS
+from searcher.search.stack_profile import ENGINE_KNOBS
 
 #: TrainConfig field -> the ``fitplan explain`` option that sets it (searcher/cli/parser.py
 #: ``config_args`` in searcher/cli/args.py; tests/search/test_levers.py holds the two together). ``dp`` has no option: it

@@ -250,7 +250,7 @@ def backend_options(problem: SearchProblem, lay: Layout, zero: int, offload: str
         return out
     if lay.gpus == 1 and offload == "none" and "zero" not in problem.pins and SINGLE in out:
         # one GPU: the Trainer runs the model itself; DeepSpeed or FSDP only for what they add
-        # there (CPU offload), or when asked for (searcher.stack_profile)
+        # there (CPU offload), or when asked for (searcher.search.stack_profile)
         out = [SINGLE]
     # unpinned, the stack keeps to the backends it has (a row none of them runs is dropped)
     return list(S.narrow(out, S.BACKEND_PACKAGE, problem.stack))

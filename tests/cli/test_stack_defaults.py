@@ -14,7 +14,7 @@ import pytest
 
 from constraints.gpus import resolve_gpu
 from searcher.cli import main
-from searcher.stack_profile import StackProfile, sdpa_kernel
+from searcher.search.stack_profile import StackProfile, sdpa_kernel
 
 BASE = ["explain", "--model", "llama-3.2-1b", "--micro-batch", "2", "--seq-len", "1024", "--json"]
 
