@@ -213,17 +213,23 @@ def cmd_check(args: argparse.Namespace) -> int:
     # the edits the stack can apply first, each group in its own order (least throughput lost)
     suggestions.sort(key=lambda pair: bool(needs(pair[0].config)))
 
+    from searcher.search.stack_profile import StackProfile, assumed_lines
+
+    read = frozenset(reading.fields) | frozenset(overrides) | {"backend"}  # the files launch it
+    assumed = assumed_lines(StackProfile.resolve(framework), cfg, gpu, spec, (), read)
     if args.json:
         out = _json(reading, spec, cfg, e, oom, suggestions, KIND_NAMES)
+        out["assumed"] = assumed
         out["stack"] = sorted(stack.packages)
         out["needs_outside_stack"] = list(needs(cfg))
         for entry, (s, _edits) in zip(out["suggestions"], suggestions, strict=True):
             entry["needs_outside_stack"] = list(needs(s.config))
         sys.stdout.write(json.dumps(out, indent=2, default=str) + "\n")
     else:
-        from searcher.cli.stack import needs_line, print_stack_line
+        from searcher.cli.stack import needs_line, print_assumed, print_stack_line
 
         print_stack_line(stack)
+        print_assumed(assumed)
         _print(reading, spec, cfg, e, oom, suggestions, KIND_NAMES, args.keys, diagnosis, needs)
         line = needs_line(needs(cfg), "this configuration", framework)
         if line:

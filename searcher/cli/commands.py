@@ -306,6 +306,19 @@ def _search_assumed(result: Any, pick: int | None) -> list[str]:
     return assumed_lines(profile, member.config, problem.gpu, problem.model, (), given)
 
 
+def _fits_assumed(args: argparse.Namespace) -> list[str]:
+    """What every cell of the fits table takes from the stack rather than from the flags."""
+    from constraints.units import GiB
+    from searcher.search.space import DEFAULT_CPU_RAM_PER_NODE
+    from searcher.search.stack_profile import StackProfile
+
+    out = [StackProfile.resolve().describe(), "LoRA / QLoRA adapters fp32 (PEFT's default)"]
+    if not args.cpu_ram:
+        ram = DEFAULT_CPU_RAM_PER_NODE / GiB
+        out.append(f"{ram:,.0f} GiB of CPU RAM per node for offload (--cpu-ram to change)")
+    return out
+
+
 def cmd_fits(args: argparse.Namespace) -> int:
     if getattr(args, "cheapest_for", None):
         from searcher.cli.inverse import cmd_cheapest_for
@@ -315,7 +328,7 @@ def cmd_fits(args: argparse.Namespace) -> int:
     from constraints.units import parse_size
     from searcher.cli.fits import fits_table
     from searcher.cli.render import print_fits
-    from searcher.cli.stack import needs_line, print_stack_line, stack_of
+    from searcher.cli.stack import needs_line, print_assumed, print_stack_line, stack_of
     from searcher.hub import resolve_any_model as resolve_model
     from searcher.inputs import check_fits_args, gpu_from_args, headroom_from_args
     from searcher.terminal import progress_reporter
@@ -349,6 +362,7 @@ def cmd_fits(args: argparse.Namespace) -> int:
         _dump([r.model_dump() for r in rows])
         return 0
     print_stack_line(stack)
+    print_assumed(_fits_assumed(args))
     print_fits(rows, gpu, args.seq_len)
     cells = [c for r in rows for c in (r.inference, r.qlora, r.lora, r.full)]
     needed = sorted({p for c in cells for p in c.needs_outside_stack})

@@ -163,3 +163,40 @@ def test_levers_on_default_plans_run_as_printed(
         main(["explain", *argv, *lever["flags"].split(), "--json"])
         again = json.loads(capsys.readouterr().out)
         assert again["memory_bytes"]["total"] == lever["total_bytes"], lever["flags"]
+
+
+def test_search_names_what_its_pick_assumed(capsys: pytest.CaptureFixture[str]) -> None:
+    """The search chooses recipe and backend (not assumptions); the stack, the adapters' dtype
+    and the attention kernel of the pick are."""
+    main(["search", "--model", "qwen2.5-0.5b", "--gpu", "t4", "--method", "lora", "--json"])
+    out = json.loads(capsys.readouterr().out)
+    assumed = "; ".join(out["assumed"])
+    assert "HF Trainer + PEFT" in assumed and "backend" not in assumed
+    pick = out["front"][0]["config"]
+    assert pick["backend"] == "single" or pick["offload"] != "none"  # no engine for nothing
+    assert f"adapters {'fp32' if pick['backend'] != 'deepspeed' else 'fp16'}" in assumed
+
+
+def test_fits_names_the_cpu_ram_it_plans_offload_against(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    main(["fits", "--gpu", "rtx-4090", "--models", "gpt2"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "assumed: HF Trainer + PEFT" in text
+    assert "256 GiB of CPU RAM per node for offload (--cpu-ram to change)" in text
+    main(["fits", "--gpu", "rtx-4090", "--models", "gpt2", "--cpu-ram", "64GiB"])
+    assert "CPU RAM per node" not in capsys.readouterr().out
+
+
+def test_check_names_what_the_files_leave_to_the_stack(
+    tmp_path, capsys: pytest.CaptureFixture[str]
+) -> None:  # type: ignore[no-untyped-def]
+    """An emitted single-GPU LoRA script: the files launch it (no backend assumed); the
+    adapters are PEFT's default, since the script leaves autocast_adapter_dtype alone."""
+    out = tmp_path / "run"
+    main(["search", "--model", "qwen2.5-0.5b", "--gpu", "a100-80gb", "--method", "lora",
+          "--backend", "single", "--emit", "hf", "--out", str(out)])  # fmt: skip
+    capsys.readouterr()
+    main(["check", str(out), "--gpu", "a100-80gb", "--json"])
+    assumed = "; ".join(json.loads(capsys.readouterr().out)["assumed"])
+    assert "HF Trainer + PEFT" in assumed and "backend" not in assumed
