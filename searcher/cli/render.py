@@ -8,7 +8,7 @@ from constraints.memory import TERMS
 from constraints.speed import StepTime
 from constraints.units import GB, GiB, fmt_bytes, fmt_count
 from searcher.plain_text import Table
-from searcher.search.briefs import config_brief
+from searcher.search.briefs import config_brief, recipe_label
 from searcher.terminal import console
 
 if TYPE_CHECKING:
@@ -368,11 +368,8 @@ def driver_peak(needed: float, gpu: Any) -> float:
 
 
 def precision_brief(c: Any) -> str:
-    """The recipe by its flag name (--recipe), with a non-default --compute-dtype."""
-    text = str(c.recipe)
-    if c.compute_dtype not in (None, "bf16"):
-        text += f" {c.compute_dtype}"
-    return text
+    """The recipe named by the dtype the run computes in (searcher.search.briefs.recipe_label)."""
+    return recipe_label(c)
 
 
 def method_brief(c: Any) -> str:

@@ -7,6 +7,22 @@ from typing import Any
 from constraints.config import TrainConfig
 
 
+def recipe_label(cfg: Any) -> str:
+    """The recipe named by the dtype the run computes in: ``fp16-torch`` for ``--recipe bf16-torch
+    --compute-dtype fp16`` (a T4 run), ``amp-fp16``; the --recipe name where they agree."""
+    compute = getattr(cfg, "compute_dtype", None)
+    name = str(cfg.recipe)
+    if compute == "fp16" and name.startswith("bf16-"):
+        return "fp16-" + name.removeprefix("bf16-")
+    if compute in ("fp16", "fp8") and name == "amp":
+        return f"amp-{compute}"
+    if compute == "fp8" and name.startswith("bf16-"):
+        return f"{name} fp8"
+    if compute == "fp32" and name != "fp32":
+        return f"{name} fp32"
+    return name
+
+
 def config_brief(cfg: Any) -> str:
     parts = [cfg.method]
     if cfg.method != "full":
@@ -14,7 +30,7 @@ def config_brief(cfg: Any) -> str:
     if cfg.quant != "none":
         parts.append(cfg.quant)
     parts += [
-        cfg.recipe,
+        recipe_label(cfg),
         cfg.optimizer,
         f"mb={cfg.micro_batch}×{cfg.seq_len}",
         f"accum={cfg.grad_accum}",

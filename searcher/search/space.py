@@ -248,9 +248,11 @@ def backend_options(problem: SearchProblem, lay: Layout, zero: int, offload: str
         out.append(name)
     if pinned:
         return out
-    if lay.gpus == 1 and offload == "none" and "zero" not in problem.pins and SINGLE in out:
+    asked = any(k in problem.pins for k in ("zero", "recipe"))
+    if lay.gpus == 1 and offload == "none" and not asked and SINGLE in out:
         # one GPU: the Trainer runs the model itself; DeepSpeed or FSDP only for what they add
-        # there (CPU offload), or when asked for (searcher.search.stack_profile)
+        # there (CPU offload), or when a pin asks for them (--zero, or a recipe only an engine
+        # runs, such as bf16-master: searcher.search.stack_profile)
         out = [SINGLE]
     # unpinned, the stack keeps to the backends it has (a row none of them runs is dropped)
     return list(S.narrow(out, S.BACKEND_PACKAGE, problem.stack))

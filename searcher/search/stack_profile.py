@@ -105,9 +105,11 @@ class StackProfile:
                 f"amp: transformers {self.versions['transformers']} loads fp32 weights, "
                 f"{half} autocast"
             )
+        if half == "fp16":
+            return f"{recipe}: the model loaded in fp16 (the card has no bf16), torch AdamW states in it"
         return (
             f"{recipe}: transformers {self.versions['transformers']} loads the checkpoint's dtype "
-            f"({half} here), torch AdamW states in it"
+            f"({half}), torch AdamW states in it"
         )
 
     def describe(self) -> str:
@@ -168,7 +170,9 @@ def assumed_lines(
     half = compute if compute in ("bf16", "fp16") else "bf16"
     out = [profile.describe()]
     if "recipe" in filled:
-        out.append(profile.recipe_reason(cfg.recipe, half))
+        from searcher.search.briefs import recipe_label
+
+        out.append(profile.recipe_reason(recipe_label(cfg), half))
     if "backend" not in given:
         out.append(f"backend {cfg.backend}" + _BACKEND_WHY.get(str(cfg.backend), ""))
     if cfg.is_lora and "adapter_dtype" not in given:
