@@ -168,4 +168,5 @@ def resolve_gpu(name: str) -> GpuSpec:
         return gpu_catalog()[aliases[key]]
     if looks_like_size(key):
         return custom_gpu(name)
-    raise unknown_name("GPU", name, gpu_catalog().keys(), "fitplan gpus")
+    err = unknown_name("GPU", name, gpu_catalog().keys(), "fitplan gpus")
+    raise FitplanError(err.message, f"{err.hint}, or give a card it lacks by memory: --gpu 16GiB")
