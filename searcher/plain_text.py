@@ -148,9 +148,11 @@ class Table:
         widths = [max(cells(c) for c in column) + 2 for column in zip(head, *body, strict=True)]
         room = width - len(widths) - 1  # less the borders
         if sum(widths) > room:
-            if not all(no_wrap):
-                raise Unplain("wrap cells")
-            widths = ratio_reduce(sum(widths) - room, widths)
+            # rich's Table._calculate_column_widths: the wrapping columns give up their width
+            # first (_collapse_widths), then every column evenly
+            widths = collapse_widths(widths, [not n for n in no_wrap], room)
+            if sum(widths) > room:
+                widths = ratio_reduce(sum(widths) - room, widths)
         inner = [w - 2 for w in widths]
         if min(inner) < 0:
             raise Unplain("too narrow")
@@ -159,16 +161,23 @@ class Table:
         def line(left: str, fill: str, mid: str, right: str) -> str:
             return left + mid.join(fill * w for w in widths) + right
 
+        def cell_lines(v: str, w: int, nowrap: bool) -> list[str]:
+            if len(v) <= w or w == 0:
+                return [v if len(v) <= w else ""]  # a column reduced to its padding is blank
+            return [v[: w - 1] + "…"] if nowrap else wrap(v, w)
+
         def row(values: list[str], bar: str) -> str:
-            fitted = [  # a column reduced to its padding shows nothing (as rich's)
-                v if len(v) <= w else v[: w - 1] + "…" if w else ""
-                for v, w in zip(values, inner, strict=True)
-            ]
-            padded = [
-                v.ljust(w) if j == "left" else v.rjust(w)
-                for v, w, j in zip(fitted, inner, justify, strict=True)
-            ]
-            return bar + bar.join(f" {p} " for p in padded) + bar
+            stacks = [cell_lines(v, w, n) for v, w, n in zip(values, inner, no_wrap, strict=True)]
+            out = []
+            for k in range(max(len(s) for s in stacks)):
+                padded = [
+                    (s[k] if k < len(s) else "").ljust(w)
+                    if j == "left"
+                    else (s[k] if k < len(s) else "").rjust(w)
+                    for s, w, j in zip(stacks, inner, justify, strict=True)
+                ]
+                out.append(bar + bar.join(f" {p} " for p in padded) + bar)
+            return "\n".join(out)
 
         out = []
         if self.title is not None:
@@ -183,6 +192,29 @@ class Table:
                 out.append(line("├", "─", "┼", "┤"))
         out.append(line("└", "─", "┴", "┘"))
         return out
+
+
+def collapse_widths(widths: list[int], wrapable: list[bool], room: int) -> list[int]:
+    """rich's ``Table._collapse_widths``: the widest wrapping column gives up cells down to the
+    next widest, in turn, until the table fits ``room`` or no wrapping column is left wider."""
+    widths = list(widths)
+    excess = sum(widths) - room
+    while any(wrapable) and excess > 0:
+        widest = max(w for w, a in zip(widths, wrapable, strict=True) if a)
+        second = max(w if a and w != widest else 0 for w, a in zip(widths, wrapable, strict=True))
+        if widest == second:
+            break
+        take = min(excess, widest - second)
+        ratios = [1 if (w == widest and a) else 0 for w, a in zip(widths, wrapable, strict=True)]
+        remaining, share = excess, ratios.count(1)
+        for i, r in enumerate(ratios):
+            if r:  # rich's _ratio.ratio_reduce with equal ratios, each at most ``take``
+                cut = min(take, round(remaining / share))
+                widths[i] -= cut
+                remaining -= cut
+                share -= 1
+        excess = sum(widths) - room
+    return widths
 
 
 def ratio_reduce(excess: int, widths: list[int]) -> list[int]:
@@ -203,7 +235,7 @@ class PlainConsole:
 
     is_terminal = False
 
-    def __init__(self, stderr: bool = False, width: int = 180) -> None:
+    def __init__(self, stderr: bool = False, width: int = 100) -> None:
         self.stderr, self.width = stderr, width
         self._rich: Any = None
 
@@ -216,7 +248,9 @@ class PlainConsole:
         if self._rich is None:
             from rich.console import Console
 
-            self._rich = Console(stderr=self.stderr, highlight=False, soft_wrap=False, width=180)
+            self._rich = Console(
+                stderr=self.stderr, highlight=False, soft_wrap=False, width=self.width
+            )
         return self._rich
 
     def print(self, *objects: Any, **kw: Any) -> None:

@@ -26,18 +26,30 @@ def plain_output(stderr: bool = False) -> bool:
         return True
 
 
+#: the width of output that goes to no terminal (piped, captured) when COLUMNS is not set
+PIPED_WIDTH = 100
+
+
+def output_width() -> int | None:
+    """COLUMNS when it is a sensible width (20 to 1000 cells), else None (the terminal's own)."""
+    raw = os.environ.get("COLUMNS", "").strip()
+    return int(raw) if raw.isdigit() and 20 <= int(raw) <= 1000 else None
+
+
 def console(stderr: bool = False) -> Console:
-    """The console commands print to: rich's on a terminal; otherwise (piped, captured) the
-    same text drawn without importing rich (searcher/plain_text.py), width 180."""
+    """The console commands print to: rich's on a terminal (its width, or COLUMNS); otherwise
+    (piped, captured) the same text drawn without importing rich (searcher/plain_text.py), at
+    COLUMNS or :data:`PIPED_WIDTH` cells."""
+    width = output_width()
     if plain_output(stderr):
         from searcher.plain_text import PlainConsole
 
-        return PlainConsole(stderr=stderr, width=180)  # type: ignore[return-value]
+        return PlainConsole(stderr=stderr, width=width or PIPED_WIDTH)  # type: ignore[return-value]
     from rich.console import Console
 
-    c = Console(stderr=stderr, highlight=False, soft_wrap=False)
+    c = Console(stderr=stderr, highlight=False, soft_wrap=False, width=width)
     if not c.is_terminal:
-        c = Console(stderr=stderr, highlight=False, soft_wrap=False, width=180)
+        c = Console(stderr=stderr, highlight=False, soft_wrap=False, width=width or PIPED_WIDTH)
     return c
 
 

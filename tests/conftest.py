@@ -30,6 +30,14 @@ def root() -> Path:
     return ROOT
 
 
+@pytest.fixture(autouse=True)
+def wide_output(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Tests that look for a phrase in a command's output read it on one line: output drawn 200
+    columns wide (COLUMNS, which subprocesses inherit). The screen at 80, 100 and 200 columns is
+    tests/cli/test_widths.py's question, which sets COLUMNS itself."""
+    monkeypatch.setenv("COLUMNS", "200")
+
+
 # ---- the hostile-input contract (issue 14) -------------------------------------------------
 
 #: a refusal is one line of at most this many characters

@@ -176,5 +176,10 @@ def search_args(p: argparse.ArgumentParser) -> None:
         default=None,
         help="rows to show (default 10; --json and --csv get the whole front)",
     )
+    g.add_argument(
+        "--wide",
+        action="store_true",
+        help="every knob in its own column (wider than 100 columns); default: the plan in one cell",
+    )
     g.add_argument("--csv", metavar="FILE", help="write the whole front as CSV")
     g.add_argument("--json", action="store_true", help='print {"front": [...], "rejected": [...]}')

@@ -281,7 +281,8 @@ def _json(reading, spec, cfg, e, oom, suggestions, kinds) -> dict[str, Any]:
 def _print(reading, spec, cfg, e, oom, suggestions, kinds, all_keys, diagnosis, needs) -> None:
     from constraints.units import GiB
     from searcher.check.reading import IGNORED, READ, UNMAPPED
-    from searcher.cli.render import precision_brief, print_explanation
+    from searcher.cli.front_table import precision_brief
+    from searcher.cli.render import print_explanation
     from searcher.terminal import console
 
     con = console()

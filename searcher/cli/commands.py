@@ -92,9 +92,16 @@ def cmd_models(args: argparse.Namespace) -> int:
     from searcher.terminal import console
 
     table = Table(title="model catalog (fitplan explain --model ID)", title_justify="left")
-    for col in ("id", "name", "family", "parameters", "layers", "hidden", "context"):
+    id_width = max(len(r["id"]) for r in rows)
+    for col in ("id", "name", "family", "params", "layers", "hidden", "context"):
+        # ids and numbers whole (an id is what the user types); names fold rather than end in "…"
+        text = col in ("name", "family")
         table.add_column(
-            col, justify="right" if col in ("parameters", "layers", "hidden", "context") else "left"
+            col,
+            justify="left" if col in ("id", "name", "family") else "right",
+            no_wrap=not text,
+            overflow="fold" if text else "ellipsis",
+            min_width=id_width if col == "id" else None,
         )
     for r in rows:
         table.add_row(
@@ -125,33 +132,42 @@ def cmd_gpus(args: argparse.Namespace) -> int:
     table = Table(
         title="GPU catalog (fitplan explain --gpu ID, or --gpu 24GiB)", title_justify="left"
     )
-    for col in (
-        "id",
-        "name",
-        "memory (GiB)",
-        "bf16 TFLOPS",
-        "HBM GB/s",
-        "link GB/s",
-        "bf16",
-        "fp8",
-        "flash",
-        "$/h",
-    ):
-        table.add_column(col, justify="left" if col in ("id", "name") else "right")
+    # ids and figures whole (an id is what the user types); name and features wrap
+    for col in ("id", "name", "GiB", "bf16 TF", "GB/s", "link", "runs", "$/h"):
+        text = col in ("name", "runs")
+        table.add_column(
+            col,
+            justify="left" if col in ("id", "name", "runs") else "right",
+            no_wrap=not text,
+            overflow="fold" if text else "ellipsis",
+            min_width=max(len(g) for g in catalog) if col == "id" else None,
+        )
     for g in catalog.values():
+        runs = [
+            name
+            for name, ok in (
+                ("bf16", g.supports_bf16),
+                ("fp8", g.supports_fp8),
+                ("flash", g.supports_flash_attention),
+            )
+            if ok
+        ]
         table.add_row(
             g.id,
             g.name,
             f"{g.memory_bytes / GiB:.2f}",
             f"{g.bf16_tflops or g.fp16_tflops:g}",
             f"{g.bandwidth_gb_s:g}",
-            f"{g.interconnect_gb_s:g}",
-            "yes" if g.supports_bf16 else "no",
-            "yes" if g.supports_fp8 else "no",
-            "yes" if g.supports_flash_attention else "no",
+            f"{g.interconnect_gb_s:g}" if g.interconnect_gb_s else "PCIe",
+            " ".join(runs) or "fp16",
             f"{g.usd_per_gpu_hour:.2f}" if g.usd_per_gpu_hour else "—",
         )
     console().print(table)
+    console().print(
+        "[dim]GiB: what the driver reports; bf16 TF: dense tensor TFLOPS (fp16 where no bf16); "
+        "GB/s: memory bandwidth; link: GB/s each way between cards (PCIe: no NVLink); runs: "
+        "bf16, fp8, FlashAttention-2[/]"
+    )
     return 0
 
 
@@ -276,6 +292,7 @@ def cmd_search(args: argparse.Namespace) -> int:
             args.tokens,
             pick=args.pick or 1,
             detail=getattr(args, "detail", False),
+            wide=getattr(args, "wide", False),
         )
         if verified is not None:
             from searcher.cli.verify import print_verified

@@ -191,7 +191,7 @@ def _print_cheapest(options, problem) -> None:
 
 
 def member_line(m) -> str:
-    from searcher.cli.render import levers_brief, method_brief, precision_brief
+    from searcher.cli.front_table import levers_brief, method_brief, precision_brief
 
     c = m.config
     return (

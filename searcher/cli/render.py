@@ -7,8 +7,14 @@ from typing import TYPE_CHECKING, Any
 from constraints.memory import TERMS
 from constraints.speed import StepTime
 from constraints.units import GB, GiB, fmt_bytes, fmt_count
+from searcher.cli.front_table import (
+    WIDE_COLUMNS,
+    narrow_front,
+    quality_tiers,
+    wide_front,
+)
 from searcher.plain_text import Table
-from searcher.search.briefs import config_brief, recipe_label
+from searcher.search.briefs import config_brief
 from searcher.terminal import console
 
 if TYPE_CHECKING:
@@ -203,16 +209,6 @@ def print_speed(s: StepTime, out: Console) -> None:
     )
 
 
-def _bar(fraction: float, width: int = 12) -> str:
-    filled = max(0, min(width, round(fraction * width)))
-    colour = "green" if fraction <= 0.9 else "yellow" if fraction <= 1.0 else "red"
-    return f"[{colour}]{'█' * filled}[/]{'░' * (width - filled)}"
-
-
-def _money(x: float | None) -> str:
-    return "—" if x is None else f"${x:,.3f}"
-
-
 def print_search(
     result: Any,
     top: int,
@@ -220,8 +216,10 @@ def print_search(
     out: Console | None = None,
     pick: int = 1,
     detail: bool = False,
+    wide: bool = False,
 ) -> None:
-    """The front and the one member ``pick`` (1-based) that ``--emit`` writes, named as such."""
+    """The front and the one member ``pick`` (1-based) that ``--emit`` writes, named as such:
+    the plan in one cell (fits 80 columns), or with ``wide`` every knob in its own column."""
     from constraints.params import total_params
     from searcher.search.levers import advise
 
@@ -245,68 +243,30 @@ def print_search(
         order = (
             "fastest first" if getattr(result, "rank_by", "cost") == "speed" else "cheapest first"
         )
-        table = Table(title=f"Pareto-optimal configurations, {order}", title_justify="left")
-        cols = [
-            "#",
-            "method",
-            "precision · optimizer",
-            "memory levers",
-            "mb×acc×dp",
-            "tp·pp",
-            "peak GiB",
-            "of usable",
-            "tokens/s",
-            "step s",
-            "$/1M tok",
-            "tier",
-        ]
-        if tokens:
-            cols += ["hours", "cost"]
-        marks = getattr(result, "stack_missing", ())
-        if marks:
-            cols.append("needs")  # packages outside the stack (searcher/cli/stack.py)
-        left = {"method", "recipe · optimizer", "memory levers", "of usable", "mb×acc×dp", "tp·pp"}
-        left.add("needs")
-        cols[2] = "recipe · optimizer"
         usable = usable_bytes(p.gpu, p.headroom)[0]
         tiers = quality_tiers(result.front)
-        for c in cols:
-            table.add_column(c, justify="left" if c in left else "right", no_wrap=True)
-        for rank, m in enumerate(result.front[:top], start=1):
-            c = m.config
-            peak = driver_peak(m.needed, p.gpu)
-            row = [
-                f"▶{rank}" if rank == pick else str(rank),
-                method_brief(c),
-                f"{precision_brief(c)} · {c.optimizer}",
-                levers_brief(c),
-                f"{c.micro_batch}×{c.grad_accum}×{c.dp}",
-                f"{c.tp}·{c.pp}",
-                f"{peak / GiB:.1f}",
-                _bar(m.needed / usable, 8),
-                f"{m.tokens_per_s:,.0f}" if m.tokens_per_s else "—",
-                f"{m.step_time_s:.2f}" if m.tokens_per_s else "—",
-                _money(m.usd_per_mtok),
-                str(tiers[m.fidelity][0]),
-            ]
-            if tokens:
-                hours, usd = (
-                    m.budget(tokens, p.gpu.usd_per_gpu_hour)
-                    if m.tokens_per_s
-                    else (float("nan"), None)
-                )
-                row += [f"{hours:,.1f}", "—" if usd is None else f"${usd:,.0f}"]
-            if marks:
-                row.append("✗ " + ", ".join(marks[rank - 1]) if marks[rank - 1] else "")
-            table.add_row(*row)
+        marks = getattr(result, "stack_missing", ())
+        draw = wide_front if wide else narrow_front
+        table = draw(result, top, tokens, pick, usable, tiers, marks, order)
+        if wide:  # asked for: as wide as its columns, never cut (a terminal wraps the lines)
+            out.width = max(out.width, WIDE_COLUMNS)
         out.print(table)
-        out.print(
-            "[dim]peak GiB: what nvidia-smi shows at the step's peak (CUDA context and NCCL "
-            "buffers included); of usable: that peak against capacity less headroom; tier: "
+        tier_note = (
+            "; tier: "
             + " > ".join(
                 f"{n} {name}" for n, name in sorted({tiers[m.fidelity] for m in result.front[:top]})
             )
-            + " (the front's quality objective: full > LoRA by rank > QLoRA)[/]"
+            + " (the front's quality objective: full > LoRA by rank > QLoRA)"
+            if wide
+            else "; plan: method · precision optimizer · memory levers · micro-batch × "
+            "accumulation (--wide: a column each)"
+        )
+        out.print(
+            f"[dim]{'peak GiB' if wide else 'GiB'}: what nvidia-smi shows at the step's peak "
+            f"(CUDA context and NCCL buffers included); {'of usable' if wide else '% use'}: the "
+            f"memory needed against the {usable / GiB:.1f} GiB of capacity less headroom"
+            f"{'' if wide else '; tok/s: tokens per second, all GPUs; $/Mtok: $ per million tokens'}"
+            f"{tier_note}[/]"
         )
         if marks:
             from searcher.cli.stack import print_marked
@@ -346,57 +306,6 @@ def print_search(
     print_explanation(
         advise(p.model, chosen.config, p.gpu, p.headroom), out, detail=detail, command="search"
     )
-
-
-def quality_tiers(front: list[Any]) -> dict[float, tuple[int, str]]:
-    """Each fidelity value on the front → (tier, 1 = best; its name): one tier per method name
-    (full, lora r128, …, qlora r8 nf4-dq), ordered by the best fidelity it reaches."""
-    best: dict[str, float] = {}
-    for m in front:
-        name = method_brief(m.config)
-        best[name] = max(best.get(name, m.fidelity), m.fidelity)
-    order = {name: i + 1 for i, name in enumerate(sorted(best, key=lambda n: -best[n]))}
-    return {m.fidelity: (order[method_brief(m.config)], method_brief(m.config)) for m in front}
-
-
-def driver_peak(needed: float, gpu: Any) -> float:
-    """The peak nvidia-smi shows: what must fit in the allocator's share, plus the GPU's CUDA
-    context that the usable figure set aside (constraints.breakdown.needed_bytes, inverted)."""
-    from constraints.cuda_context import context_bytes
-
-    return needed + context_bytes(gpu)
-
-
-def precision_brief(c: Any) -> str:
-    """The recipe named by the dtype the run computes in (searcher.search.briefs.recipe_label)."""
-    return recipe_label(c)
-
-
-def method_brief(c: Any) -> str:
-    if c.method == "full":
-        return "full"
-    return f"{c.method} r{c.lora_rank}" + (f" {c.quant}" if c.quant != "none" else "")
-
-
-#: the backend as the front's table shows it
-BACKEND_SHORT = {"deepspeed": "ds", "single": "1gpu"}
-
-
-def levers_brief(c: Any) -> str:
-    """The memory levers by their flags' names and values (--checkpointing full → ckpt=full)."""
-    backend = getattr(c, "backend", None)
-    parts = [BACKEND_SHORT.get(backend, backend)] if backend else []
-    if c.checkpointing != "none":
-        parts.append(f"ckpt={c.checkpointing}")
-    if c.loss != "standard":
-        parts.append(f"loss={c.loss}")
-    if c.zero:
-        parts.append(f"zero={c.zero}")
-    if c.offload != "none":
-        parts.append(f"offload={c.offload}")
-    if c.optimizer_in_backward:
-        parts.append("optimizer-in-backward")
-    return " ".join(parts) or "—"
 
 
 def front_csv_text(result: Any, tokens: float | None = None) -> str:

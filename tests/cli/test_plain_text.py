@@ -47,7 +47,9 @@ def rich_reference(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def rich_for(plain: PlainConsole) -> object:
-    return rich_console.Console(stderr=plain.stderr, highlight=False, soft_wrap=False, width=180)
+    return rich_console.Console(
+        stderr=plain.stderr, highlight=False, soft_wrap=False, width=plain.width
+    )
 
 
 @pytest.mark.parametrize("argv", COMMANDS, ids=[" ".join(a[:3]) for a in COMMANDS])
@@ -63,6 +65,7 @@ def test_a_command_prints_what_rich_prints(
     if argv[0] in ("explain", "search"):
         assert not handed, "explain and search print without rich"
     monkeypatch.undo()
+    monkeypatch.setenv("COLUMNS", "200")  # undo() took conftest's width too
     plain = capsys.readouterr()
     rich_reference(monkeypatch)
     assert not isinstance(console(), PlainConsole)
@@ -72,16 +75,16 @@ def test_a_command_prints_what_rich_prints(
     assert plain.err == drawn.err
 
 
-def rich_text(obj: object) -> str:
+def rich_text(obj: object, width: int = 180) -> str:
     out = io.StringIO()
-    c = rich_console.Console(file=out, highlight=False, soft_wrap=False, width=180)
+    c = rich_console.Console(file=out, highlight=False, soft_wrap=False, width=width)
     c.print(obj.__rich__() if isinstance(obj, Table) else obj)
     return out.getvalue()
 
 
-def plain_text(obj: object, drawn_plainly: bool = False) -> str:
+def plain_text(obj: object, drawn_plainly: bool = False, width: int = 180) -> str:
     """What the plain console prints; ``drawn_plainly``: and it did so without rich."""
-    c = PlainConsole()
+    c = PlainConsole(width=width)
     old, sys.stdout = sys.stdout, io.StringIO()
     try:
         c.print(obj)
@@ -125,6 +128,9 @@ def test_random_tables_and_lines_match_rich(seed: int) -> None:
     # ≤ 5 columns of ≤ 40 cells fit in 180; a title of ≤ 3 cells fits any table
     plainly = ncols <= 5 and len(table.title or "") <= 3
     assert plain_text(table, drawn_plainly=plainly) == rich_text(table)
+    # narrower: wrapping columns give up their width first, their cells wrap (as rich's)
+    for width in (60, 80, 100):
+        assert plain_text(table, width=width) == rich_text(table, width=width), width
 
     words = [word(rnd.choice([3, 10, 30])) for _ in range(rnd.randint(1, 80))]
     line = " ".join(f"[dim]{w}[/]" if rnd.random() < 0.1 else w for w in words)

@@ -1,0 +1,146 @@
+"""The search front as a table: the plan in one cell within 80 columns (default), or every knob
+in its own column (``search --wide``); the one-line briefs of a configuration's knobs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from constraints.units import GiB
+from searcher.plain_text import Table
+from searcher.search.briefs import recipe_label
+
+
+def _bar(fraction: float, width: int = 12) -> str:
+    filled = max(0, min(width, round(fraction * width)))
+    colour = "green" if fraction <= 0.9 else "yellow" if fraction <= 1.0 else "red"
+    return f"[{colour}]{'█' * filled}[/]{'░' * (width - filled)}"
+
+
+def _money(x: float | None) -> str:
+    return "—" if x is None else f"${x:,.3f}"
+
+
+def quality_tiers(front: list[Any]) -> dict[float, tuple[int, str]]:
+    """Each fidelity value on the front → (tier, 1 = best; its name): one tier per method name
+    (full, lora r128, …, qlora r8 nf4-dq), ordered by the best fidelity it reaches."""
+    best: dict[str, float] = {}
+    for m in front:
+        name = method_brief(m.config)
+        best[name] = max(best.get(name, m.fidelity), m.fidelity)
+    order = {name: i + 1 for i, name in enumerate(sorted(best, key=lambda n: -best[n]))}
+    return {m.fidelity: (order[method_brief(m.config)], method_brief(m.config)) for m in front}
+
+
+def driver_peak(needed: float, gpu: Any) -> float:
+    """The peak nvidia-smi shows: what must fit in the allocator's share, plus the GPU's CUDA
+    context that the usable figure set aside (constraints.breakdown.needed_bytes, inverted)."""
+    from constraints.cuda_context import context_bytes
+
+    return needed + context_bytes(gpu)
+
+
+def precision_brief(c: Any) -> str:
+    """The recipe named by the dtype the run computes in (searcher.search.briefs.recipe_label)."""
+    return recipe_label(c)
+
+
+def method_brief(c: Any) -> str:
+    if c.method == "full":
+        return "full"
+    return f"{c.method} r{c.lora_rank}" + (f" {c.quant}" if c.quant != "none" else "")
+
+
+#: the backend as the front's table shows it
+BACKEND_SHORT = {"deepspeed": "ds", "single": "1gpu"}
+
+
+def levers_brief(c: Any) -> str:
+    """The memory levers by their flags' names and values (--checkpointing full → ckpt=full)."""
+    backend = getattr(c, "backend", None)
+    parts = [BACKEND_SHORT.get(backend, backend)] if backend else []
+    if c.checkpointing != "none":
+        parts.append(f"ckpt={c.checkpointing}")
+    if c.loss != "standard":
+        parts.append(f"loss={c.loss}")
+    if c.zero:
+        parts.append(f"zero={c.zero}")
+    if c.offload != "none":
+        parts.append(f"offload={c.offload}")
+    if c.optimizer_in_backward:
+        parts.append("optimizer-in-backward")
+    return " ".join(parts) or "—"
+
+
+#: the width ``search --wide`` draws its table at, whatever the terminal
+WIDE_COLUMNS = 400
+
+
+def _budget_cells(m: Any, tokens: float, p: Any) -> list[str]:
+    hours, usd = (
+        m.budget(tokens, p.gpu.usd_per_gpu_hour) if m.tokens_per_s else (float("nan"), None)
+    )
+    return [f"{hours:,.1f}", "—" if usd is None else f"${usd:,.0f}"]
+
+
+def narrow_front(result, top, tokens, pick, usable, tiers, marks, order) -> Table:
+    """The front within 80 columns: rank, the plan in one cell (wrapped, never cut; what it needs
+    beyond the stack at its end), the peak and its share of the usable memory, speed, price."""
+    p = result.problem
+    table = Table(title=f"Pareto-optimal configurations, {order}", title_justify="left")
+    cols = ["#", "plan", "GiB", "% use", "tok/s", "$/Mtok"]
+    cols += ["hours", "cost"] if tokens else []
+    for c in cols:
+        table.add_column(c, justify="left" if c == "plan" else "right", no_wrap=c != "plan")
+    for rank, m in enumerate(result.front[:top], start=1):
+        c = m.config
+        layout = f"{c.micro_batch}×{c.grad_accum} on {c.gpus} GPU" + ("s" if c.gpus > 1 else "")
+        if c.tp > 1 or c.pp > 1:
+            layout += f" (tp {c.tp}, pp {c.pp})"
+        parts = [method_brief(c), f"{precision_brief(c)} {c.optimizer}", levers_brief(c), layout]
+        if marks and marks[rank - 1]:
+            parts.append("✗ needs " + ", ".join(marks[rank - 1]))
+        row = [
+            f"▶{rank}" if rank == pick else str(rank),
+            " · ".join(parts),
+            f"{driver_peak(m.needed, p.gpu) / GiB:.1f}",
+            f"{100 * m.needed / usable:.0f}",
+            f"{m.tokens_per_s:,.0f}" if m.tokens_per_s else "—",
+            _money(m.usd_per_mtok),
+        ]
+        row += _budget_cells(m, tokens, p) if tokens else []
+        table.add_row(*row)
+    return table
+
+
+def wide_front(result, top, tokens, pick, usable, tiers, marks, order) -> Table:
+    """Every knob in its own column (``search --wide``)."""
+    p = result.problem
+    table = Table(title=f"Pareto-optimal configurations, {order}", title_justify="left")
+    cols = ["#", "method", "recipe · optimizer", "memory levers", "mb×acc×dp", "tp·pp"]
+    cols += ["peak GiB", "of usable", "tokens/s", "step s", "$/1M tok", "tier"]
+    cols += ["hours", "cost"] if tokens else []
+    cols += ["needs"] if marks else []
+    left = {"method", "recipe · optimizer", "memory levers", "of usable", "mb×acc×dp", "tp·pp"}
+    for c in cols:
+        table.add_column(c, justify="left" if c in left | {"needs"} else "right", no_wrap=True)
+    for rank, m in enumerate(result.front[:top], start=1):
+        c = m.config
+        row = [
+            f"▶{rank}" if rank == pick else str(rank),
+            method_brief(c),
+            f"{precision_brief(c)} · {c.optimizer}",
+            levers_brief(c),
+            f"{c.micro_batch}×{c.grad_accum}×{c.dp}",
+            f"{c.tp}·{c.pp}",
+            f"{driver_peak(m.needed, p.gpu) / GiB:.1f}",
+            _bar(m.needed / usable, 8),
+            f"{m.tokens_per_s:,.0f}" if m.tokens_per_s else "—",
+            f"{m.step_time_s:.2f}" if m.tokens_per_s else "—",
+            _money(m.usd_per_mtok),
+            str(tiers[m.fidelity][0]),
+        ]
+        row += _budget_cells(m, tokens, p) if tokens else []
+        if marks:
+            row.append("✗ " + ", ".join(marks[rank - 1]) if marks[rank - 1] else "")
+        table.add_row(*row)
+    return table
