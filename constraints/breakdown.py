@@ -140,6 +140,19 @@ def usable_bytes(gpu: GpuSpec, headroom: float = C.DEFAULT_HEADROOM) -> tuple[in
     return gpu.memory_bytes - context - head, context, head
 
 
+def room_bytes(gpu: GpuSpec, headroom: float = C.DEFAULT_HEADROOM) -> int:
+    """Capacity less headroom: the room the peak nvidia-smi shows must fit in (the figure every
+    screen compares a peak with; :func:`usable_bytes` is the same less the CUDA context)."""
+    usable, context, _head = usable_bytes(gpu, headroom)
+    return usable + context
+
+
+def peak_bytes(needed: float, gpu: GpuSpec) -> float:
+    """The peak nvidia-smi shows for what :func:`needed_bytes` says must fit: plus the CUDA
+    context that the usable figure sets aside."""
+    return needed + context_bytes(gpu)
+
+
 def needed_bytes(
     total: NumberOrArray,
     paged: NumberOrArray | float = 0.0,

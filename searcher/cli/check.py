@@ -281,6 +281,7 @@ def _json(reading, spec, cfg, e, oom, suggestions, kinds) -> dict[str, Any]:
 def _print(reading, spec, cfg, e, oom, suggestions, kinds, all_keys, diagnosis, needs) -> None:
     from constraints.units import GiB
     from searcher.check.reading import IGNORED, READ, UNMAPPED
+    from constraints.breakdown import peak_bytes
     from searcher.cli.front_table import precision_brief
     from searcher.cli.render import print_explanation
     from searcher.terminal import console
@@ -352,9 +353,9 @@ def _print(reading, spec, cfg, e, oom, suggestions, kinds, all_keys, diagnosis, 
         lacking = needs(s.config)
         outside = f"; needs {', '.join(lacking)} (outside the stack)" if lacking else ""
         con.print(
-            f"{i}. {' + '.join(s.changes)} [{kinds[s.kind]}]: {s.needed / GiB:.2f} of {s.usable / GiB:.2f} GiB"
-            + rate
-            + outside,
+            f"{i}. {' + '.join(s.changes)} [{kinds[s.kind]}]: peak "
+            f"{peak_bytes(s.needed, e.gpu) / GiB:.2f} of {peak_bytes(s.usable, e.gpu) / GiB:.2f} "
+            "GiB room" + rate + outside,
             markup=False,
         )
         for _text, diff in edits.values():

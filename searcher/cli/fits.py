@@ -7,7 +7,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from constraints.breakdown import usable_bytes
+from constraints.breakdown import peak_bytes, room_bytes, usable_bytes
 from constraints.config import CODE
 from constraints.constants import DEFAULT_HEADROOM
 from constraints.errors import FitplanError
@@ -76,7 +76,7 @@ def _inference_cell(
             missing = (package,) if package and stack is not None and package not in stack else ()
             return FitsCell(
                 ok=True,
-                summary=f"{label}, {needed / GiB:.1f} GiB (KV {b.kv_cache / GiB:.2f} GiB at {seq_len} tokens)"
+                summary=f"{label}, {b.total / GiB:.1f} GiB (KV {b.kv_cache / GiB:.2f} GiB at {seq_len} tokens)"
                 + _needs_text(missing),
                 needed_bytes=needed,
                 config={"weights": label, "context": seq_len},
@@ -85,7 +85,8 @@ def _inference_cell(
     assert best is not None
     return FitsCell(
         ok=False,
-        summary=f"needs {best[1] / GiB:.1f} GiB at best ({best[0]}); {usable / GiB:.1f} GiB usable",
+        summary=f"peaks at {peak_bytes(best[1], gpu) / GiB:.1f} GiB at best ({best[0]}); room "
+        f"{room_bytes(gpu, headroom) / GiB:.1f} GiB",
         needed_bytes=best[1],
     )
 
@@ -124,7 +125,8 @@ def _family_cells(
         rate = "" if np.isnan(tps) else f", {tps:,.0f} tok/s"
         cells[family] = FitsCell(
             ok=True,
-            summary=f"{knobs_brief(cfg)}; {ev.needed[i] / GiB:.1f} GiB{rate}{_needs_text(missing)}",
+            summary=f"{knobs_brief(cfg)}; {peak_bytes(float(ev.needed[i]), problem.gpu) / GiB:.1f} "
+            f"GiB{rate}{_needs_text(missing)}",
             needed_bytes=round(float(ev.needed[i])),
             tokens_per_s=None if np.isnan(tps) else tps,
             config=cfg.model_dump(),

@@ -32,11 +32,10 @@ def quality_tiers(front: list[Any]) -> dict[float, tuple[int, str]]:
 
 
 def driver_peak(needed: float, gpu: Any) -> float:
-    """The peak nvidia-smi shows: what must fit in the allocator's share, plus the GPU's CUDA
-    context that the usable figure set aside (constraints.breakdown.needed_bytes, inverted)."""
-    from constraints.cuda_context import context_bytes
+    """The peak nvidia-smi shows (constraints.breakdown.peak_bytes)."""
+    from constraints.breakdown import peak_bytes
 
-    return needed + context_bytes(gpu)
+    return peak_bytes(needed, gpu)
 
 
 def precision_brief(c: Any) -> str:
@@ -82,9 +81,10 @@ def _budget_cells(m: Any, tokens: float, p: Any) -> list[str]:
     return [f"{hours:,.1f}", "—" if usd is None else f"${usd:,.0f}"]
 
 
-def narrow_front(result, top, tokens, pick, usable, tiers, marks, order) -> Table:
+def narrow_front(result, top, tokens, pick, room, tiers, marks, order) -> Table:
     """The front within 80 columns: rank, the plan in one cell (wrapped, never cut; what it needs
-    beyond the stack at its end), the peak and its share of the usable memory, speed, price."""
+    beyond the stack at its end), the peak and its share of the room (capacity less headroom),
+    speed, price."""
     p = result.problem
     table = Table(title=f"Pareto-optimal configurations, {order}", title_justify="left")
     cols = ["#", "plan", "GiB", "% use", "tok/s", "$/Mtok"]
@@ -103,7 +103,7 @@ def narrow_front(result, top, tokens, pick, usable, tiers, marks, order) -> Tabl
             f"▶{rank}" if rank == pick else str(rank),
             " · ".join(parts),
             f"{driver_peak(m.needed, p.gpu) / GiB:.1f}",
-            f"{100 * m.needed / usable:.0f}",
+            f"{100 * driver_peak(m.needed, p.gpu) / room:.0f}",
             f"{m.tokens_per_s:,.0f}" if m.tokens_per_s else "—",
             _money(m.usd_per_mtok),
         ]
@@ -112,15 +112,15 @@ def narrow_front(result, top, tokens, pick, usable, tiers, marks, order) -> Tabl
     return table
 
 
-def wide_front(result, top, tokens, pick, usable, tiers, marks, order) -> Table:
+def wide_front(result, top, tokens, pick, room, tiers, marks, order) -> Table:
     """Every knob in its own column (``search --wide``)."""
     p = result.problem
     table = Table(title=f"Pareto-optimal configurations, {order}", title_justify="left")
     cols = ["#", "method", "recipe · optimizer", "memory levers", "mb×acc×dp", "tp·pp"]
-    cols += ["peak GiB", "of usable", "tokens/s", "step s", "$/1M tok", "tier"]
+    cols += ["peak GiB", "of room", "tokens/s", "step s", "$/1M tok", "tier"]
     cols += ["hours", "cost"] if tokens else []
     cols += ["needs"] if marks else []
-    left = {"method", "recipe · optimizer", "memory levers", "of usable", "mb×acc×dp", "tp·pp"}
+    left = {"method", "recipe · optimizer", "memory levers", "of room", "mb×acc×dp", "tp·pp"}
     for c in cols:
         table.add_column(c, justify="left" if c in left | {"needs"} else "right", no_wrap=True)
     for rank, m in enumerate(result.front[:top], start=1):
@@ -133,7 +133,7 @@ def wide_front(result, top, tokens, pick, usable, tiers, marks, order) -> Table:
             f"{c.micro_batch}×{c.grad_accum}×{c.dp}",
             f"{c.tp}·{c.pp}",
             f"{driver_peak(m.needed, p.gpu) / GiB:.1f}",
-            _bar(m.needed / usable, 8),
+            _bar(driver_peak(m.needed, p.gpu) / room, 8),
             f"{m.tokens_per_s:,.0f}" if m.tokens_per_s else "—",
             f"{m.step_time_s:.2f}" if m.tokens_per_s else "—",
             _money(m.usd_per_mtok),

@@ -238,16 +238,16 @@ def print_search(
         f"{len(result.front)} on the Pareto front, {result.seconds:.2f} s"
     )
     if result.front:
-        from constraints.breakdown import usable_bytes
+        from constraints.breakdown import room_bytes
 
         order = (
             "fastest first" if getattr(result, "rank_by", "cost") == "speed" else "cheapest first"
         )
-        usable = usable_bytes(p.gpu, p.headroom)[0]
+        room = room_bytes(p.gpu, p.headroom)
         tiers = quality_tiers(result.front)
         marks = getattr(result, "stack_missing", ())
         draw = wide_front if wide else narrow_front
-        table = draw(result, top, tokens, pick, usable, tiers, marks, order)
+        table = draw(result, top, tokens, pick, room, tiers, marks, order)
         if wide:  # asked for: as wide as its columns, never cut (a terminal wraps the lines)
             out.width = max(out.width, WIDE_COLUMNS)
         out.print(table)
@@ -263,8 +263,8 @@ def print_search(
         )
         out.print(
             f"[dim]{'peak GiB' if wide else 'GiB'}: what nvidia-smi shows at the step's peak "
-            f"(CUDA context and NCCL buffers included); {'of usable' if wide else '% use'}: the "
-            f"memory needed against the {usable / GiB:.1f} GiB of capacity less headroom"
+            f"(CUDA context and NCCL buffers included); {'of room' if wide else '% use'}: that "
+            f"peak against the room, {room / GiB:.1f} GiB (capacity less headroom)"
             f"{'' if wide else '; tok/s: tokens per second, all GPUs; $/Mtok: $ per million tokens'}"
             f"{tier_note}[/]"
         )
@@ -334,13 +334,14 @@ def front_csv_text(result: Any, tokens: float | None = None) -> str:
 
 
 def print_fits(rows: list[Any], gpu: Any, seq_len: int, out: Console | None = None) -> None:
-    from constraints.breakdown import usable_bytes
+    from constraints.breakdown import room_bytes
     from constraints.units import fmt_count
 
     out = out or console()
-    usable = usable_bytes(gpu)[0]
+    room = room_bytes(gpu)
     table = Table(
-        title=f"what fits on {gpu.name} ({usable / GiB:.1f} GiB usable), {seq_len}-token sequences",
+        title=f"what fits on {gpu.name} (room {room / GiB:.1f} GiB = capacity − headroom; the "
+        f"cells give each plan's peak), {seq_len}-token sequences",
         title_justify="left",
         show_lines=True,
     )

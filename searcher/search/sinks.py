@@ -231,9 +231,10 @@ class RejectionSink:
         return known | cannot_fit | ~_among(self.gpu_counts, b.gpus)
 
     def rejections(self) -> list[Rejection]:
+        from constraints.breakdown import peak_bytes, room_bytes
+
         problem = self.problem
         out: list[Rejection] = []
-        usable_gib = (self.usable or 0.0) / GiB
         for family in self.families:
             st = self.stats[family]
             if st.feasible or not st.masks:
@@ -269,7 +270,10 @@ class RejectionSink:
             out.append(
                 Rejection(
                     family,
-                    f"{name}: needs {row.needed[0] / GiB:.1f} GiB per GPU at best ({knobs_brief(cfg)}); {usable_gib:.1f} GiB usable",
+                    f"{name}: peaks at {peak_bytes(float(row.needed[0]), problem.gpu) / GiB:.1f} "
+                    f"GiB per GPU at best ({knobs_brief(cfg)}); room "
+                    f"{room_bytes(problem.gpu, problem.headroom) / GiB:.1f} GiB "
+                    "(capacity − headroom)",
                     round(float(row.needed[0])),
                     cfg,
                 )

@@ -97,7 +97,7 @@ def test_search_reports_rejected_families(capsys: pytest.CaptureFixture[str]) ->
     out = json.loads(capsys.readouterr().out)
     families = {r["family"]: r["reason"] for r in out["rejected"]}
     assert "full" in families
-    assert "GiB" in families["full"] and "usable" in families["full"]
+    assert "GiB" in families["full"] and "room" in families["full"]  # peak against room
 
 
 def test_search_csv(tmp_path: Path) -> None:
