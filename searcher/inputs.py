@@ -18,6 +18,11 @@ DEFAULT_SEQ_LEN = 2048
 DEFAULT_GPUS_PER_NODE = 8
 
 
+class Default(str):
+    """A default the user did not type (``isinstance(args.gpu, Default)``): what the screen
+    then names as assumed."""
+
+
 def check_layout_args(args: argparse.Namespace) -> None:
     """GPU-count flags that contradict each other, refused before any work."""
     gpus, per_node = getattr(args, "gpus", None), getattr(args, "gpus_per_node", None)
@@ -301,6 +306,8 @@ def explain_config(args: argparse.Namespace):
     cfg = TrainConfig(**fields)
     refuse_unrunnable_layout(args, spec, cfg)
     assumed = assumed_lines(profile, cfg, gpu, spec, filled, given)
+    if isinstance(getattr(args, "gpu", None), Default):
+        assumed.insert(1, f"GPU {gpu.name} (no --gpu given)")
     return spec, gpu, cfg, headroom, notes, assumed
 
 

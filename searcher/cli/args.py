@@ -10,6 +10,7 @@ import argparse
 
 from constraints import limits as L
 from searcher.cli.speed_args import add_speed_args
+from searcher.inputs import Default
 from searcher.validate import integer, number, size
 
 FAMILY_HELP = (
@@ -38,7 +39,7 @@ def model_args(p: argparse.ArgumentParser, required: bool = False) -> None:
     g.add_argument("--heads", type=integer(L.HEADS), help="raw: attention heads")
 
 
-def gpu_args(p: argparse.ArgumentParser, default_gpu: str | None = "a100-80gb") -> None:
+def gpu_args(p: argparse.ArgumentParser, default_gpu: str | None = Default("a100-80gb")) -> None:
     g = p.add_argument_group("hardware")
     g.add_argument(
         "--gpu",

@@ -58,24 +58,35 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(handler="searcher.cli.check:cmd_check")
 
 
-def gpu_for_capacity(capacity: int):
+def gpu_for_capacity(capacity: int) -> tuple[Any, str | None]:
     """The catalog card whose driver-reported memory holds this CUDA-reported capacity (within
     5 %: cudaMemGetInfo's total is the driver number minus what the driver reserves), with the
-    capacity set to what CUDA reported; a custom card of that size otherwise."""
+    capacity set to what CUDA reported; a custom card of that size otherwise. Where several
+    cards hold it (a 23.6 GiB total: RTX 3090, RTX 4090, RTX A5000), a card of exactly that size,
+    and a note that names them and asks for --gpu (their speeds differ)."""
     from constraints.gpus import custom_gpu, gpu_catalog
     from constraints.units import GiB
 
-    best = None
-    for g in gpu_catalog().values():
-        if 0.95 * g.memory_bytes <= capacity <= 1.005 * g.memory_bytes and (
-            best is None or abs(g.memory_bytes - capacity) < abs(best.memory_bytes - capacity)
-        ):
-            best = g
-    if best is None:
-        return custom_gpu(f"{capacity / GiB:.2f}GiB")
-    return best.model_copy(
+    size = f"{capacity / GiB:.2f}GiB"
+    near = [
+        g
+        for g in gpu_catalog().values()
+        if 0.95 * g.memory_bytes <= capacity <= 1.005 * g.memory_bytes
+    ]
+    if not near:
+        return custom_gpu(size), None
+    if len(near) > 1:
+        names = ", ".join(g.name for g in near)
+        note = (
+            f"the OOM message's {capacity / GiB:.2f} GiB could be any of {names}: memory is "
+            "checked on a card of exactly that size, without speeds; add --gpu NAME to say which"
+        )
+        return custom_gpu(size), note
+    best = near[0]
+    card = best.model_copy(
         update={"memory_bytes": capacity, "name": f"{best.name} (as CUDA reports it)"}
     )
+    return card, None
 
 
 def _verified_edits(reading, cfg, new, overrides, gpus):
@@ -128,9 +139,12 @@ def cmd_check(args: argparse.Namespace) -> int:
         from constraints.gpus import resolve_gpu
 
         gpu = resolve_gpu(args.gpu)
-    elif oom is not None:
-        gpu = gpu_for_capacity(oom.capacity)
+    card_note = None
+    if gpu is None and oom is not None:
+        gpu, card_note = gpu_for_capacity(oom.capacity)
     reading = read_configs(args.configs, gpu_bf16=gpu.supports_bf16 if gpu else True)
+    if card_note:
+        reading.notes.append(card_note)
     if gpu is None and reading.gpu:
         from constraints.gpus import resolve_gpu
 
@@ -279,9 +293,9 @@ def _json(reading, spec, cfg, e, oom, suggestions, kinds) -> dict[str, Any]:
 
 
 def _print(reading, spec, cfg, e, oom, suggestions, kinds, all_keys, diagnosis, needs) -> None:
+    from constraints.breakdown import peak_bytes
     from constraints.units import GiB
     from searcher.check.reading import IGNORED, READ, UNMAPPED
-    from constraints.breakdown import peak_bytes
     from searcher.cli.front_table import precision_brief
     from searcher.cli.render import print_explanation
     from searcher.terminal import console

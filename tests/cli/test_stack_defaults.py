@@ -200,3 +200,22 @@ def test_check_names_what_the_files_leave_to_the_stack(
     main(["check", str(out), "--gpu", "a100-80gb", "--json"])
     assumed = "; ".join(json.loads(capsys.readouterr().out)["assumed"])
     assert "HF Trainer + PEFT" in assumed and "backend" not in assumed
+
+
+def test_a_missing_gpu_is_said(capsys: pytest.CaptureFixture[str]) -> None:
+    main(["explain", "--model", "gpt2", "--json"])
+    assert "GPU A100 80GB SXM4 (no --gpu given)" in json.loads(capsys.readouterr().out)["assumed"]
+    main(["explain", "--model", "gpt2", "--gpu", "a100-80gb", "--json"])
+    assumed = "; ".join(json.loads(capsys.readouterr().out)["assumed"])
+    assert "no --gpu given" not in assumed
+
+
+def test_an_ambiguous_oom_capacity_names_the_cards_and_asks_for_gpu() -> None:
+    """23.65 GiB is what CUDA reports for an RTX 3090, 4090 or A5000 alike: their speeds differ."""
+    from searcher.cli.check import gpu_for_capacity
+
+    card, note = gpu_for_capacity(int(23.65 * 2**30))
+    assert card.custom and note is not None
+    assert "GeForce RTX 4090" in note and "GeForce RTX 3090" in note and "--gpu" in note
+    t4, none = gpu_for_capacity(int(14.58 * 2**30))  # what CUDA reports for a T4's 15,360 MiB
+    assert t4.name.startswith("T4") and none is None
