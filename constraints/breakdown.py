@@ -210,7 +210,8 @@ def explain(
     notes = []
     if spec.caveats:
         notes.append(spec.caveats)
-    if cfg.is_lora and cfg.adapter_dtype is None and cfg.trainable_dtype() == "fp32":
+    base = cfg.base_adapter_dtype() if cfg.is_lora else "fp32"
+    if cfg.is_lora and cfg.adapter_dtype is None and cfg.trainable_dtype() == "fp32" != base:
         prepared = bool(ConfigBatch.from_configs([cfg]).kbit_prepared[0])
         notes.append(
             "adapters in fp32, PEFT's default (autocast_adapter_dtype=True)"

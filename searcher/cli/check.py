@@ -331,7 +331,7 @@ def _print(reading, spec, cfg, e, oom, suggestions, kinds, all_keys, diagnosis, 
         f"attention {cfg.attention}, loss {cfg.loss}, ZeRO {cfg.zero}, offload {cfg.offload}",
         markup=False,
     )
-    print_explanation(e)
+    print_explanation(e, command="check")  # check advises by its numbered file edits
     if oom is not None:
         con.print("[bold]the out-of-memory message[/]")
         for line in diagnosis(oom):
