@@ -363,6 +363,10 @@ def search_problem(args: argparse.Namespace, spec=None, gpu=None):
     gpu = gpu or gpu_from_args(args)
     pins, _notes = config_fields_from_args(args, spec, gpu)
     pins.pop("seq_len", None)
+    if args.quant is None and pins.get("method") == "qlora":
+        # --method qlora alone searches every QLoRA base, as the unpinned search does (the
+        # single default that explain takes is a pin only when --quant names it)
+        pins.pop("quant", None)
     seq_len = args.seq_len or default_seq_len(spec)
     check_seq_len(spec, seq_len, getattr(args, "allow_long_seq", False))
     gpus = args.gpus if args.gpus is not None else 1

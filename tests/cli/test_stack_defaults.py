@@ -219,3 +219,16 @@ def test_an_ambiguous_oom_capacity_names_the_cards_and_asks_for_gpu() -> None:
     assert "GeForce RTX 4090" in note and "GeForce RTX 3090" in note and "--gpu" in note
     t4, none = gpu_for_capacity(int(14.58 * 2**30))  # what CUDA reports for a T4's 15,360 MiB
     assert t4.name.startswith("T4") and none is None
+
+
+def test_method_qlora_searches_every_qlora_base(capsys: pytest.CaptureFixture[str]) -> None:
+    """--method qlora alone explores nf4 and nf4-dq as the unpinned search does; --quant pins."""
+    from searcher.cli.parser import build_parser
+    from searcher.inputs import search_problem
+    from searcher.search.space import knob_values
+
+    base = ["search", "--model", "qwen2.5-7b", "--gpu", "rtx-4090", "--method", "qlora"]
+    problem = search_problem(build_parser().parse_args(base))
+    assert set(knob_values(problem)["quant"]) == {"nf4", "nf4-dq"}
+    pinned = search_problem(build_parser().parse_args([*base, "--quant", "nf4"]))
+    assert knob_values(pinned)["quant"] == ("nf4",)
