@@ -303,9 +303,13 @@ def print_search(
                 "the batch split limit it)"
             )
         )
-    print_explanation(
-        advise(p.model, chosen.config, p.gpu, p.headroom), out, detail=detail, command="search"
-    )
+    topology = {  # the problem's network, as the search costed the member
+        "gpus_per_node": p.gpus_per_node,
+        "inter_node_gb_s": p.inter_node_gb_s,
+        "nvlink_domain": p.nvlink_domain,
+    }
+    explained = advise(p.model, chosen.config, p.gpu, p.headroom, **topology)
+    print_explanation(explained, out, detail=detail, command="search")
 
 
 def front_csv_text(result: Any, tokens: float | None = None) -> str:

@@ -232,3 +232,13 @@ def test_method_qlora_searches_every_qlora_base(capsys: pytest.CaptureFixture[st
     assert set(knob_values(problem)["quant"]) == {"nf4", "nf4-dq"}
     pinned = search_problem(build_parser().parse_args([*base, "--quant", "nf4"]))
     assert knob_values(pinned)["quant"] == ("nf4",)
+
+
+def test_the_pick_is_explained_on_the_searched_network(capsys: pytest.CaptureFixture[str]) -> None:
+    """One GPU per node: the table's tokens/s and the pick's explanation are the same figure."""
+    main(["search", "--model", "llama-3.1-8b", "--gpu", "a100-80gb", "--gpus", "16",
+          "--gpus-per-node", "1", "--method", "full", "--rank-by", "speed", "--stack", "all"])  # fmt: skip
+    out = capsys.readouterr().out
+    row = next(ln for ln in out.splitlines() if "▶" in ln)
+    tokens = row.split("│")[-3].strip()
+    assert f"{tokens} in all" in out
