@@ -9,6 +9,7 @@ cached is one line: what is missing and how to pass a local path instead.
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -113,10 +114,145 @@ def hub_model(text: str, family: str | None = None) -> ModelSpec:
 
 
 def resolve_any_model(text: str, family: str | None = None) -> ModelSpec:
-    """A catalog id, a local config.json, or a Hub id (``org/name`` or ``org/name@revision``)."""
+    """A catalog id, a local config.json, or a Hub id (``org/name`` or ``org/name@revision``);
+    a config of a type fitplan has no parser for is read as Llama where the model transformers
+    builds from it has Llama's layers (:func:`read_by_structure`)."""
     try:
         return resolve_model(text, family=family)
-    except FitplanError:
+    except FitplanError as err:
         if is_hub_id(text):
             return hub_model(text, family=family)
+        if family is None and "is not supported" in err.message:
+            spec = read_by_structure(text)
+            if spec is not None:
+                return spec
+            if not _structure_readable():
+                raise FitplanError(
+                    err.message,
+                    f"{err.hint}; or install torch and transformers (pip install '.[measure]'): "
+                    "fitplan then reads a type whose layers are Llama's from the model itself",
+                ) from None
         raise
+
+
+#: a Llama decoder layer's parameters (transformers ``LlamaDecoderLayer``), and those it may add
+#: without leaving Llama's layer kinds: biases (``attention_bias``, ``mlp_bias``)
+LLAMA_LAYER = frozenset(
+    f"{m}.weight"
+    for m in (
+        "self_attn.q_proj",
+        "self_attn.k_proj",
+        "self_attn.v_proj",
+        "self_attn.o_proj",
+        "mlp.gate_proj",
+        "mlp.up_proj",
+        "mlp.down_proj",
+        "input_layernorm",
+        "post_attention_layernorm",
+    )
+)
+LLAMA_OPTIONAL = frozenset(
+    f"{m}.bias"
+    for m in (
+        "self_attn.q_proj",
+        "self_attn.k_proj",
+        "self_attn.v_proj",
+        "self_attn.o_proj",
+        "mlp.gate_proj",
+        "mlp.up_proj",
+        "mlp.down_proj",
+    )
+)
+LLAMA_OUTSIDE = frozenset({"model.embed_tokens.weight", "model.norm.weight", "lm_head.weight"})
+#: fitplan's count of the Llama reading against transformers' own (tools/arch_sweep.py's bar)
+STRUCTURE_TOLERANCE = 0.005
+#: the deepest model built to read its structure (each layer is a module built in Python)
+MAX_LAYERS_BUILT = 1024
+
+
+def _structure_readable() -> bool:
+    import importlib.util
+
+    return all(importlib.util.find_spec(m) is not None for m in ("torch", "transformers"))
+
+
+def read_by_structure(text: str) -> ModelSpec | None:
+    """A local config.json whose model transformers builds (on the meta device: no weights)
+    with exactly Llama's decoder layers — the same parameters per layer, RMS norms, an
+    embedding, a final norm and a head — read as Llama, if fitplan's parameter count then
+    equals transformers' (within 0.5 %); None otherwise or without torch and transformers."""
+    if not _structure_readable():
+        return None
+    from constraints.hf_config import load_config_file
+    from constraints.params import total_params
+
+    path = Path(text).expanduser()
+    path = path / "config.json" if path.is_dir() else path
+    try:  # fitplan's own checks of every value first: what transformers builds is bounded
+        spec = load_config_file(path, family="llama")
+    except FitplanError:
+        return None
+    if spec.total_layers > MAX_LAYERS_BUILT:
+        return None
+    try:
+        cfg = json.loads(path.read_text(encoding="utf-8"))
+        counted, model_class = _llama_structure(cfg)
+    except Exception:  # a config transformers cannot build either: the refusal stands
+        return None
+    if counted is None:
+        return None
+    if abs(total_params(spec) / counted - 1) > STRUCTURE_TOLERANCE:
+        return None
+    caveat = (
+        f"model_type {cfg.get('model_type')!r} read as llama: transformers builds {model_class} "
+        f"with Llama's decoder layers (checked on the meta device; {counted:,} parameters)."
+    )
+    return spec.model_copy(update={"caveats": caveat})
+
+
+def _llama_structure(cfg: dict) -> tuple[int | None, str]:
+    """(transformers' parameter count, the class) when the causal-LM model built from ``cfg``
+    has Llama's structure, else (None, the class)."""
+    import warnings
+
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM
+    from transformers.utils import logging as hf_logging
+
+    fields = {k: v for k, v in cfg.items() if k != "model_type"}
+    verbosity = hf_logging.get_verbosity()
+    hf_logging.set_verbosity_error()  # transformers' notices are not fitplan's output
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            config = AutoConfig.for_model(cfg["model_type"], **fields)
+            with torch.device("meta"):
+                model = AutoModelForCausalLM.from_config(config)
+    finally:
+        hf_logging.set_verbosity(verbosity)
+    name = type(model).__name__
+    layers: dict[str, set[str]] = {}
+    outside: set[str] = set()
+    for key, _p in model.named_parameters():
+        head, _, rest = key.partition("model.layers.")
+        if head == "" and rest:
+            index, _, param = rest.partition(".")
+            layers.setdefault(index, set()).add(param)
+        else:
+            outside.add(key)
+    norms = {type(m).__name__ for m in model.modules() if "Norm" in type(m).__name__}
+    llama = (
+        bool(layers)
+        and all(LLAMA_LAYER <= ps <= LLAMA_LAYER | LLAMA_OPTIONAL for ps in layers.values())
+        and outside <= LLAMA_OUTSIDE
+        and all(n.endswith("RMSNorm") for n in norms)
+    )
+    if not llama:
+        return None, name
+    seen: set[int] = set()
+    count = 0
+    for p in model.parameters():
+        if id(p) not in seen:  # a tied head once
+            seen.add(id(p))
+            count += p.numel()
+    return count, name
