@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import re
+from functools import cache
 from pathlib import Path
 
 from constraints.errors import FitplanError
@@ -135,39 +136,26 @@ def resolve_any_model(text: str, family: str | None = None) -> ModelSpec:
         raise
 
 
-#: a Llama decoder layer's parameters (transformers ``LlamaDecoderLayer``), and those it may add
-#: without leaving Llama's layer kinds: biases (``attention_bias``, ``mlp_bias``)
-LLAMA_LAYER = frozenset(
-    f"{m}.weight"
-    for m in (
-        "self_attn.q_proj",
-        "self_attn.k_proj",
-        "self_attn.v_proj",
-        "self_attn.o_proj",
-        "mlp.gate_proj",
-        "mlp.up_proj",
-        "mlp.down_proj",
-        "input_layernorm",
-        "post_attention_layernorm",
-    )
+#: the families a causal LM of another type may be read as, the plainest first: the first whose
+#: structure transformers builds the same (and whose parser then counts what transformers does)
+STRUCTURE_FAMILIES = (
+    "llama",
+    "qwen2",
+    "qwen3",
+    "olmo2",
+    "gemma2",
+    "phi3",
+    "mixtral",
+    "qwen2_moe",
+    "qwen3_moe",
+    "deepseek_v3",
 )
-LLAMA_OPTIONAL = frozenset(
-    f"{m}.bias"
-    for m in (
-        "self_attn.q_proj",
-        "self_attn.k_proj",
-        "self_attn.v_proj",
-        "self_attn.o_proj",
-        "mlp.gate_proj",
-        "mlp.up_proj",
-        "mlp.down_proj",
-    )
-)
-LLAMA_OUTSIDE = frozenset({"model.embed_tokens.weight", "model.norm.weight", "lm_head.weight"})
-#: fitplan's count of the Llama reading against transformers' own (tools/arch_sweep.py's bar)
+#: fitplan's count of the family's reading against transformers' own (tools/arch_sweep.py's bar)
 STRUCTURE_TOLERANCE = 0.005
 #: the deepest model built to read its structure (each layer is a module built in Python)
 MAX_LAYERS_BUILT = 1024
+#: layers a reference model of a family is built with (dense-first MoE families mix both kinds)
+REFERENCE_LAYERS = 4
 
 
 def _structure_readable() -> bool:
@@ -177,10 +165,11 @@ def _structure_readable() -> bool:
 
 
 def read_by_structure(text: str) -> ModelSpec | None:
-    """A local config.json whose model transformers builds (on the meta device: no weights)
-    with exactly Llama's decoder layers — the same parameters per layer, RMS norms, an
-    embedding, a final norm and a head — read as Llama, if fitplan's parameter count then
-    equals transformers' (within 0.5 %); None otherwise or without torch and transformers."""
+    """A local config.json of a type fitplan has no parser for, read as the first family of
+    :data:`STRUCTURE_FAMILIES` whose model transformers builds with the same structure (on the
+    meta device: no weights) — the same parameter names in every decoder layer and outside
+    them (a tied head aside), the same kind of norm — if that family's parser then counts
+    transformers' parameters within 0.5 %; None otherwise, or without torch and transformers."""
     if not _structure_readable():
         return None
     from constraints.hf_config import load_config_file
@@ -188,31 +177,39 @@ def read_by_structure(text: str) -> ModelSpec | None:
 
     path = Path(text).expanduser()
     path = path / "config.json" if path.is_dir() else path
-    try:  # fitplan's own checks of every value first: what transformers builds is bounded
-        spec = load_config_file(path, family="llama")
-    except FitplanError:
-        return None
-    if spec.total_layers > MAX_LAYERS_BUILT:
-        return None
     try:
         cfg = json.loads(path.read_text(encoding="utf-8"))
-        counted, model_class = _llama_structure(cfg)
+        model_type = str(cfg["model_type"])
+        layers = int(cfg.get("num_hidden_layers") or 0)
+    except Exception:
+        return None
+    if not 0 < layers <= MAX_LAYERS_BUILT:
+        return None
+    try:
+        signature, counted, model_class = _structure(model_type, cfg)
     except Exception:  # a config transformers cannot build either: the refusal stands
         return None
-    if counted is None:
-        return None
-    if abs(total_params(spec) / counted - 1) > STRUCTURE_TOLERANCE:
-        return None
-    caveat = (
-        f"model_type {cfg.get('model_type')!r} read as llama: transformers builds {model_class} "
-        f"with Llama's decoder layers (checked on the meta device; {counted:,} parameters)."
-    )
-    return spec.model_copy(update={"caveats": caveat})
+    references = _reference_signatures()
+    for family in STRUCTURE_FAMILIES:
+        if references.get(family) != signature:
+            continue
+        try:  # fitplan's own checks of every value, as that family's parser reads them
+            spec = load_config_file(path, family=family)
+        except FitplanError:
+            continue
+        if abs(total_params(spec) / counted - 1) <= STRUCTURE_TOLERANCE:
+            caveat = (
+                f"model_type {model_type!r} read as {family}: transformers builds {model_class} "
+                f"with {family}'s structure (checked on the meta device; {counted:,} parameters)."
+            )
+            return spec.model_copy(update={"caveats": caveat})
+    return None
 
 
-def _llama_structure(cfg: dict) -> tuple[int | None, str]:
-    """(transformers' parameter count, the class) when the causal-LM model built from ``cfg``
-    has Llama's structure, else (None, the class)."""
+def _structure(model_type: str, cfg: dict, layers: int | None = None) -> tuple[tuple, int, str]:
+    """(the structure's signature, transformers' parameter count, the class) of the causal LM
+    transformers builds from ``cfg`` on the meta device, with at most ``layers`` layers."""
+    import re
     import warnings
 
     import torch
@@ -220,39 +217,52 @@ def _llama_structure(cfg: dict) -> tuple[int | None, str]:
     from transformers.utils import logging as hf_logging
 
     fields = {k: v for k, v in cfg.items() if k != "model_type"}
+    depth = fields.get("num_hidden_layers")
+    if layers is not None and isinstance(depth, int) and depth > layers:
+        # per-layer lists (layer_types, no_rope_layers …) follow the depth
+        fields = {
+            k: v[:layers] if isinstance(v, list) and len(v) == depth else v
+            for k, v in fields.items()
+        }
+        fields["num_hidden_layers"] = layers
     verbosity = hf_logging.get_verbosity()
     hf_logging.set_verbosity_error()  # transformers' notices are not fitplan's output
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            config = AutoConfig.for_model(cfg["model_type"], **fields)
+            config = AutoConfig.for_model(model_type, **fields)
             with torch.device("meta"):
                 model = AutoModelForCausalLM.from_config(config)
     finally:
         hf_logging.set_verbosity(verbosity)
-    name = type(model).__name__
-    layers: dict[str, set[str]] = {}
+    in_layers: set[str] = set()
     outside: set[str] = set()
-    for key, _p in model.named_parameters():
-        head, _, rest = key.partition("model.layers.")
-        if head == "" and rest:
-            index, _, param = rest.partition(".")
-            layers.setdefault(index, set()).add(param)
-        else:
+    for key, _p in model.named_parameters(remove_duplicate=False):
+        m = re.match(r"model\.layers\.\d+\.(.*)", key)
+        if m:
+            in_layers.add(m.group(1))
+        elif key != "lm_head.weight":  # tied or not is the config's, read by every parser
             outside.add(key)
-    norms = {type(m).__name__ for m in model.modules() if "Norm" in type(m).__name__}
-    llama = (
-        bool(layers)
-        and all(LLAMA_LAYER <= ps <= LLAMA_LAYER | LLAMA_OPTIONAL for ps in layers.values())
-        and outside <= LLAMA_OUTSIDE
-        and all(n.endswith("RMSNorm") for n in norms)
+    norms = frozenset(
+        "rms" if type(m).__name__.endswith("RMSNorm") else type(m).__name__
+        for m in model.modules()
+        if "Norm" in type(m).__name__
     )
-    if not llama:
-        return None, name
-    seen: set[int] = set()
-    count = 0
-    for p in model.parameters():
-        if id(p) not in seen:  # a tied head once
-            seen.add(id(p))
-            count += p.numel()
-    return count, name
+    signature = (frozenset(in_layers), frozenset(outside), norms)
+    count = sum(p.numel() for p in {id(p): p for p in model.parameters()}.values())
+    return signature, count, type(model).__name__
+
+
+@cache
+def _reference_signatures() -> dict[str, tuple]:
+    """Each family's structure, as transformers builds its default config (a few layers)."""
+    from transformers import AutoConfig
+
+    out = {}
+    for family in STRUCTURE_FAMILIES:
+        try:
+            defaults = AutoConfig.for_model(family).to_dict()
+            out[family] = _structure(family, defaults, REFERENCE_LAYERS)[0]
+        except Exception:  # a family this transformers release builds otherwise: not offered
+            continue
+    return out

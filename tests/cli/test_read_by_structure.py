@@ -1,5 +1,6 @@
-"""A config.json of a type fitplan has no parser for is read as Llama when the model transformers
-builds from it has Llama's decoder layers (checked on the meta device), and only then."""
+"""A config.json of a type fitplan has no parser for is read as the family whose structure the
+model transformers builds from it has (checked on the meta device), when that family's parser
+then counts transformers' parameters; otherwise it stays refused."""
 
 from __future__ import annotations
 
@@ -12,9 +13,10 @@ from searcher.cli import main
 
 pytestmark = pytest.mark.heavy
 
-#: types transformers builds with Llama's layers (SmolLM3, Granite), and one it does not (Cohere:
-#: one norm per layer, LayerNorm, attention and MLP in parallel)
-LLAMA_LAYERED = ["smollm3", "granite"]
+#: types transformers 5.25 builds with a family's structure: SmolLM3 and Granite Llama's, Seed-OSS
+#: Qwen2's (q/k/v biases), OLMo-3 OLMo-2's (q/k norms, norms after each block); Cohere (one
+#: norm per layer, LayerNorm, attention and MLP in parallel) has none of them
+READ_AS = {"smollm3": "llama", "granite": "llama", "seed_oss": "qwen2", "olmo3": "olmo2"}
 
 
 def _config(tmp_path: Path, model_type: str, **changes: object) -> Path:
@@ -43,15 +45,15 @@ def _count(path: Path) -> int:
     return sum(p.numel() for p in {id(p): p for p in model.parameters()}.values())
 
 
-@pytest.mark.parametrize("model_type", LLAMA_LAYERED)
-def test_a_llama_layered_type_is_read_with_transformers_count(
-    model_type: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+@pytest.mark.parametrize(("model_type", "family"), READ_AS.items())
+def test_a_type_is_read_as_its_structure_with_transformers_count(
+    model_type: str, family: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     path = _config(tmp_path, model_type)
     assert main(["explain", "--model", str(path), "--gpu", "a100-80gb", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["params"]["total"] == _count(path)
-    assert any(f"model_type '{model_type}' read as llama" in n for n in out["notes"])
+    assert any(f"model_type '{model_type}' read as {family}" in n for n in out["notes"])
 
 
 def test_another_structure_stays_refused(
