@@ -202,6 +202,24 @@ def training_arguments_kwargs(args):
     return _current_names(kw)
 
 
+def cpu_sharded_arguments(cls, kw):
+    """TrainingArguments, also for a bf16 plan sharded across CPU processes (the smoke test of a
+    FSDP / DeepSpeed launch): its check (training_args.py ``_validate_args``) refuses bf16
+    without a bf16 GPU unless use_cpu, which would drop the sharding the smoke test runs; torch
+    and DeepSpeed run bf16 on the CPU, so that one check is told so while the arguments are
+    built, and the plan's precision reaches accelerate and the DeepSpeed config unchanged."""
+    if not CPU_SHARDED or not kw.get("bf16"):
+        return cls(**kw)
+    import transformers.training_args as checks
+
+    gpu_check = checks.is_torch_bf16_gpu_available
+    checks.is_torch_bf16_gpu_available = lambda *a, **k: True
+    try:
+        return cls(**kw)
+    finally:
+        checks.is_torch_bf16_gpu_available = gpu_check
+
+
 def _current_names(kw):
     """transformers >= 5.x renamed gradient_checkpointing to activation_checkpointing."""
     import dataclasses
@@ -400,7 +418,7 @@ def main(argv=None):
     from transformers import Trainer, TrainingArguments, default_data_collator
 
     # TrainingArguments first: under ZeRO-3 the model is then built already partitioned
-    training_args = TrainingArguments(**training_arguments_kwargs(args))
+    training_args = cpu_sharded_arguments(TrainingArguments, training_arguments_kwargs(args))
     vocab_size = model_config(args).vocab_size
     model = build_model(args, training_args)
     dataset = build_dataset(args, vocab_size, training_args)

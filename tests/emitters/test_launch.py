@@ -255,3 +255,35 @@ def test_python_train_py(tmp_path: Path) -> None:
     assert launch == "python run/train.py"
     seen = engines(run_printed(smoke, tmp_path))
     assert [s[:3] for s in seen] == [(0, 1, "single")], seen
+
+
+@pytest.mark.heavy
+@pytest.mark.parametrize(
+    ("fmt", "knobs", "engine", "sharded"),
+    [
+        (
+            "deepspeed",
+            {"recipe": "bf16-master", "zero": 2, "backend": "deepspeed"},
+            "deepspeed zero2 optimizer partition",
+            False,
+        ),
+        ("hf", {"recipe": "bf16-torch", "zero": 3, "backend": "fsdp2"}, "fsdp2", True),
+        (
+            "accelerate",
+            {"recipe": "bf16-master", "zero": 3, "backend": "deepspeed"},
+            "deepspeed zero3",
+            True,
+        ),
+    ],
+    ids=["deepspeed-zero2-bf16-master", "hf-fsdp2-bf16", "accelerate-deepspeed-zero3-bf16"],
+)
+def test_bf16_sharded_smoke_lines_run(
+    tmp_path: Path, fmt: str, knobs: dict[str, Any], engine: str, sharded: bool
+) -> None:
+    """The plans a search on an A100 picks are bf16: their printed CPU smoke lines train and
+    shard (TrainingArguments refused bf16 without a GPU: 'Your setup doesn't support bf16/gpu')."""
+    if "deepspeed" in (fmt, knobs.get("backend")):
+        _need("deepspeed")
+    _launch, smoke = emit_and_smoke(tmp_path, fmt, **knobs)
+    seen = engines(run_printed(smoke, tmp_path))
+    (assert_sharded if sharded else assert_replicated)(seen, engine)
