@@ -51,6 +51,13 @@ def _refuse(text: str, what: str) -> argparse.ArgumentTypeError:
     return argparse.ArgumentTypeError(f"{excerpt(text)} is not {what}")
 
 
+def file_name(text: str) -> str:
+    """An argparse type for an output path (--csv, --report, --out): a name, not empty."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("an empty name is not a path: give a file or folder name")
+    return text
+
+
 def integer(bound: Bound) -> Callable[[str], int]:
     """An argparse type: a whole number in ``bound`` (``1e3`` is refused: write 1000)."""
 

@@ -11,7 +11,7 @@ import argparse
 from constraints import limits as L
 from searcher.cli.speed_args import add_speed_args
 from searcher.inputs import Default
-from searcher.validate import integer, number, size
+from searcher.validate import file_name, integer, number, size
 
 FAMILY_HELP = (
     "read a config.json whose model_type is missing or unknown as this family "
@@ -182,5 +182,5 @@ def search_args(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="every knob in its own column (wider than 100 columns); default: the plan in one cell",
     )
-    g.add_argument("--csv", metavar="FILE", help="write the whole front as CSV")
+    g.add_argument("--csv", metavar="FILE", type=file_name, help="write the whole front as CSV")
     g.add_argument("--json", action="store_true", help='print {"front": [...], "rejected": [...]}')

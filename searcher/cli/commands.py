@@ -249,6 +249,11 @@ def cmd_search(args: argparse.Namespace) -> int:
         # format then refuses by name (or writes, where the format's table is narrower)
         wider = run_cli_search(args, stack, keep_to_emit=False)
         result = wider if wider.front else result
+    if args.pick is not None and result.front and args.pick > len(result.front):
+        raise FitplanError(  # before anything is printed: the front is the answer's own
+            f"--pick {args.pick}: the front has {len(result.front)} members",
+            f"pick 1 to {len(result.front)}",
+        )
     if args.pick is None and result.front:
         args.pick = result.default_pick()  # the first plan that runs with the stack
         if args.emit:  # ... and that the launch format writes

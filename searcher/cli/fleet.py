@@ -8,7 +8,7 @@ from typing import Any
 
 from constraints import limits as L
 from constraints.errors import FitplanError
-from searcher.validate import integer
+from searcher.validate import file_name, integer
 
 FLEET_EXAMPLES = """\
 examples:
@@ -33,7 +33,10 @@ def register(subparsers: Any) -> None:
     p.add_argument("file", metavar="FILE", help="fleet YAML: pools and jobs")
     p.add_argument("--json", action="store_true", help="print the plan as one JSON object")
     p.add_argument(
-        "--report", metavar="HTML", help="write a self-contained HTML report with charts"
+        "--report",
+        metavar="HTML",
+        type=file_name,
+        help="write a self-contained HTML report with charts",
     )
     p.add_argument("--force", action="store_true", help="overwrite the --report file if it exists")
     p.add_argument(

@@ -12,7 +12,7 @@ import argparse
 from constraints import limits as L
 from searcher.cli.only_command import Absorb
 from searcher.cli.stack import add_stack_arg
-from searcher.validate import integer
+from searcher.validate import file_name, integer
 
 LAUNCH_EXAMPLES = """\
 examples:
@@ -38,7 +38,11 @@ def _common(g: argparse._ArgumentGroup, *, required: bool) -> None:
         help=f"launch format: {_formats_help()}",
     )
     g.add_argument(
-        "--out", metavar="DIR", required=required, help="folder for the files (created if missing)"
+        "--out",
+        metavar="DIR",
+        type=file_name,
+        required=required,
+        help="folder for the files (created if missing)",
     )
     g.add_argument("--force", action="store_true", help="overwrite files that exist")
     g.add_argument(

@@ -19,7 +19,7 @@ from searcher.cli.serve import register as register_serve
 from searcher.cli.speed_args import add_topology_args
 from searcher.cli.stack import add_stack_arg
 from searcher.cli.usage_parser import FitplanParser as _Parser
-from searcher.validate import integer, size
+from searcher.validate import file_name, integer, size
 
 EXAMPLES = """\
 examples:
@@ -45,6 +45,7 @@ def _report_args(p: argparse.ArgumentParser, force: bool) -> None:
     p.add_argument(
         "--report",
         metavar="HTML",
+        type=file_name,
         help="write one self-contained HTML page (plotly; pip install 'fitplan[report]')",
     )
     if force:

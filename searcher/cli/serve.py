@@ -8,7 +8,7 @@ import sys
 from typing import Any
 
 from constraints import limits as L
-from searcher.validate import integer, number
+from searcher.validate import file_name, integer, number
 
 SERVE_EXAMPLES = """\
 examples:
@@ -81,7 +81,9 @@ def register(subparsers: Any) -> None:
         "--allow-long-context", action="store_true", help="allow --context beyond the model's"
     )
     p.add_argument("--json", action="store_true", help="print one JSON object")
-    p.add_argument("--report", metavar="HTML", help="write a self-contained HTML page")
+    p.add_argument(
+        "--report", metavar="HTML", type=file_name, help="write a self-contained HTML page"
+    )
     p.add_argument("--force", action="store_true", help="overwrite the --report file")
     p.set_defaults(handler="searcher.cli.serve:cmd_serve")
 

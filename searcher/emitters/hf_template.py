@@ -61,9 +61,14 @@ def cpu_distributed_state():
     if given:  # accelerate's DeepSpeed plugin reads the JSON itself: hand it the CPU variant
         with open(given, encoding="utf-8") as f:
             ds = cpu_deepspeed(json.load(f))
-        path = os.path.join(HERE, f".cpu_ds_config.{os.environ.get('LOCAL_RANK', '0')}.json")
-        with open(path, "w", encoding="utf-8") as f:
+        import tempfile
+
+        # beside nothing of the user's: the emitted folder stays as fitplan wrote it
+        with tempfile.NamedTemporaryFile(
+            "w", suffix=".json", prefix="fitplan-cpu-ds-", delete=False, encoding="utf-8"
+        ) as f:
             json.dump(ds, f)
+            path = f.name
         os.environ["ACCELERATE_DEEPSPEED_CONFIG_FILE"] = path
     state = PartialState(backend="gloo")
     if state.distributed_type == DistributedType.NO:
@@ -100,7 +105,11 @@ def parse_args(argv=None):
     )
     p.add_argument("--max-steps", type=int, default=-1, help="optimizer steps (default: one epoch)")
     p.add_argument("--learning-rate", type=float, default=LEARNING_RATE, help="(default: %(default)s)")
-    p.add_argument("--output-dir", default="fitplan-run", help="checkpoints and logs (default: %(default)s)")
+    p.add_argument(
+        "--output-dir",
+        default=os.path.join(HERE, "fitplan-run"),
+        help="checkpoints and logs (default: fitplan-run beside this script)",
+    )
     p.add_argument("--seed", type=int, default=0)
     p.add_argument(
         "--allow-other-world-size",
