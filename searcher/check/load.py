@@ -189,6 +189,7 @@ def read_configs(
             from searcher.check.script import read_script
 
             r = read_script(main, load_ds, extras)
+            _gpu_of_plan_beside(r, main.path)
         elif kind == "torchtune":
             r = read_torchtune(main)
         elif kind == "llamafactory-v1":
@@ -301,3 +302,22 @@ def apply_edits(r: Reading, edits: list[Edit]) -> dict[Path, str]:
         doc = by_path[key]
         texts[key] = set_key(doc, e.key, e.value, texts.get(key))
     return texts
+
+
+def _gpu_of_plan_beside(r: Reading, script: Path) -> None:
+    """The GPU the plan.json beside an emitted script names (``search --emit`` writes both):
+    what ``check DIR`` checks against when --gpu is not given."""
+    import json
+
+    from constraints.limits import read_text
+
+    plan = script.parent / "plan.json"
+    try:
+        gpu = json.loads(read_text(plan, "plan.json")).get("gpu") if plan.is_file() else None
+    except (FitplanError, ValueError, AttributeError):
+        return
+    if isinstance(gpu, str) and gpu.strip():
+        r.gpu = gpu.strip()
+        r.notes.append(
+            f"GPU {r.gpu}: named by {plan.name} beside {script.name} (--gpu for another)"
+        )

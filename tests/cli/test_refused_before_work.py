@@ -36,3 +36,15 @@ def test_a_pick_beyond_the_front_is_refused_before_the_front_prints(tmp_path, ca
     out = capsys.readouterr()
     assert out.out == "" and "--pick 100000: the front has" in out.err
     assert not out_dir.exists()
+
+
+def test_check_of_an_emitted_folder_takes_the_gpu_its_plan_names(tmp_path, capsys) -> None:  # type: ignore[no-untyped-def]
+    out_dir = tmp_path / "run"
+    assert main([*BASE, "--method", "lora", "--emit", "hf", "--out", str(out_dir)]) in (0, 1)
+    capsys.readouterr()
+    assert main(["check", str(out_dir), "--json"]) in (0, 1)
+    import json
+
+    checked = json.loads(capsys.readouterr().out)
+    assert checked["explain"]["gpu"]["id"] == "t4"
+    assert any("named by plan.json" in n for n in checked["notes"])
