@@ -10,6 +10,8 @@ each ``configuration_<type>.py``, so the family's parser reads what transformers
 
 from __future__ import annotations
 
+from functools import cache
+from pathlib import Path
 from typing import Any
 
 from constraints.frozen import frozen
@@ -66,7 +68,17 @@ def read_built_as(cfg: dict[str, Any]) -> tuple[dict[str, Any], str]:
     name = raw.strip().lower() if isinstance(raw, str) else ""
     alias = BUILT_AS.get(name)
     if alias is None:
-        return cfg, ""
+        from constraints.model_spec import SUPPORTED_TYPES
+
+        like = None if name in SUPPORTED_TYPES else structure_families().get(name)
+        if like is None:
+            return cfg, ""
+        caveat = (
+            f"model_type '{name}' read as {like['family']}: transformers "
+            f"{structure_families_version()} builds {like['model_class']} with {like['family']}'s "
+            "structure (constraints/data/structure_families.json)."
+        )
+        return {**cfg, "model_type": like["family"]}, caveat
     out = {**dict(alias.absent), **cfg}
     for theirs, ours in alias.renames:
         if theirs in out and ours not in cfg:
@@ -79,3 +91,21 @@ def read_built_as(cfg: dict[str, Any]) -> tuple[dict[str, Any], str]:
         f"{alias.model_class}."
     )
     return out, caveat
+
+
+@cache
+def _structure_table() -> dict[str, Any]:
+    import json
+
+    path = Path(__file__).resolve().parent / "data" / "structure_families.json"
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def structure_families() -> dict[str, dict[str, Any]]:
+    """Types with their own class but a supported family's structure (tools/structure_families.py):
+    model_type → {family, model_class, ...}; the BUILT_AS aliases apart."""
+    return {k: v for k, v in _structure_table()["types"].items() if k not in BUILT_AS}
+
+
+def structure_families_version() -> str:
+    return str(_structure_table()["transformers_version"])

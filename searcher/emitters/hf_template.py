@@ -63,8 +63,7 @@ def cpu_distributed_state():
             ds = cpu_deepspeed(json.load(f))
         import tempfile
 
-        # beside nothing of the user's: the emitted folder stays as fitplan wrote it
-        with tempfile.NamedTemporaryFile(
+        with tempfile.NamedTemporaryFile(  # not in the emitted folder: it stays as written
             "w", suffix=".json", prefix="fitplan-cpu-ds-", delete=False, encoding="utf-8"
         ) as f:
             json.dump(ds, f)
@@ -212,11 +211,9 @@ def training_arguments_kwargs(args):
 
 
 def cpu_sharded_arguments(cls, kw):
-    """TrainingArguments, also for a bf16 plan sharded across CPU processes (the smoke test of a
-    FSDP / DeepSpeed launch): its check (training_args.py ``_validate_args``) refuses bf16
-    without a bf16 GPU unless use_cpu, which would drop the sharding the smoke test runs; torch
-    and DeepSpeed run bf16 on the CPU, so that one check is told so while the arguments are
-    built, and the plan's precision reaches accelerate and the DeepSpeed config unchanged."""
+    """TrainingArguments, also for a bf16 plan sharded across CPU processes (a smoke test): its
+    check refuses bf16 without a GPU unless use_cpu, which drops the sharding; torch and
+    DeepSpeed run bf16 on the CPU, so that one check is told so while the arguments are built."""
     if not CPU_SHARDED or not kw.get("bf16"):
         return cls(**kw)
     import transformers.training_args as checks

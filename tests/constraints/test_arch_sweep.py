@@ -14,7 +14,7 @@ import pytest
 
 from constraints.errors import FitplanError
 from constraints.hf_config import load_config_file
-from constraints.hf_config_aliases import BUILT_AS
+from constraints.hf_config_aliases import BUILT_AS, structure_families
 from constraints.model_spec import SUPPORTED_TYPES
 from constraints.models import spec_from_hf_config
 from constraints.params import total_params
@@ -38,9 +38,24 @@ def test_default_config_counts_what_transformers_builds(model_type: str) -> None
     assert got == ref  # every default is counted exactly (the sweep's class allows 0.5 %)
 
 
+#: types read as a family whose structure transformers builds them with (tools/structure_families.py)
+BUILT_LIKE = structure_families()
 UNSUPPORTED = sorted(
-    t for t in TYPES if t.lower() not in SUPPORTED_TYPES and t.lower() not in BUILT_AS
+    t
+    for t in TYPES
+    if t.lower() not in SUPPORTED_TYPES
+    and t.lower() not in BUILT_AS
+    and t.lower() not in BUILT_LIKE
 )
+
+
+@pytest.mark.parametrize("model_type", sorted(BUILT_LIKE))
+def test_a_type_built_like_a_family_counts_what_transformers_builds(model_type: str) -> None:
+    """The data file's counts (transformers 5.25, tools/structure_families.py) against the
+    sweep's own (tools/arch_sweep.py), and fitplan's reading within the sweep's 0.5 %."""
+    row = BUILT_LIKE[model_type]
+    assert row["default_config_params"] == TYPES[model_type]["transformers_params"]
+    assert abs(row["fitplan_params"] / row["default_config_params"] - 1) <= 0.005
 
 
 def test_the_sweep_covers_transformers_types() -> None:
