@@ -55,11 +55,11 @@ def check_out_folder(out: str, force: bool) -> None:
                 "pass --force to write into it (files of the same name are replaced), or "
                 "choose a new folder",
             )
-        # the folder, or the nearest one that exists and would hold it, must take new files
+        # the folder, or the nearest folder that exists and would hold it, must take new files
         existing = next(q for q in (p, *p.absolute().parents) if q.exists())
-        if not os.access(existing, os.W_OK | os.X_OK):
+        if existing.is_dir() and not os.access(existing, os.W_OK | os.X_OK):
             raise FitplanError(
-                f"--out {shown}: {existing} is not writable", "choose a folder you can write to"
+                f"--out {shown}: cannot write in {existing}", "choose a folder you can write to"
             )
     except OSError as err:
         raise FitplanError(f"--out {shown}: {err.strerror or err}") from None
