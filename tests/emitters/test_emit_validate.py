@@ -94,7 +94,9 @@ CASES: dict[str, tuple[str, dict[str, Any]]] = {
 
 
 def validate(tmp_path: Path, model: str, knobs: dict[str, Any]) -> subprocess.CompletedProcess:
-    cfg = TrainConfig(**{"micro_batch": 2, "grad_accum": 4, "seq_len": 1024, **knobs})
+    # LoRA as torchtune builds it (adapters in the model's dtype), as search --emit torchtune pins
+    adapters = {"adapter_dtype": "bf16"} if knobs.get("method", "full") != "full" else {}
+    cfg = TrainConfig(**{"micro_batch": 2, "grad_accum": 4, "seq_len": 1024, **adapters, **knobs})
     plan = make_plan(cfg, model, gpu="h100-sxm")
     recipe, config, overrides, removals = torchtune_run(plan, EmitOptions(out="tt"), "torchtune")
     args = [f"{k}={v}" for k, v in overrides.items()] + [f"~{k}" for k in removals]
