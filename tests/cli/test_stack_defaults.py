@@ -168,7 +168,9 @@ def test_levers_on_default_plans_run_as_printed(
 def test_search_names_what_its_pick_assumed(capsys: pytest.CaptureFixture[str]) -> None:
     """The search chooses recipe and backend (not assumptions); the stack, the adapters' dtype
     and the attention kernel of the pick are."""
-    main(["search", "--model", "qwen2.5-0.5b", "--gpu", "t4", "--method", "lora", "--json"])
+    # --stack all: the pick is the front's first member whatever this machine has installed
+    main(["search", "--model", "qwen2.5-0.5b", "--gpu", "t4", "--method", "lora", "--json",
+          "--stack", "all"])  # fmt: skip
     out = json.loads(capsys.readouterr().out)
     assumed = "; ".join(out["assumed"])
     assert "HF Trainer + PEFT" in assumed and "backend" not in assumed

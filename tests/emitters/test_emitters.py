@@ -770,6 +770,7 @@ def test_search_emit_top_pick(tmp_path: Path) -> None:
     out = tmp_path / "run"
     args = ["search", "--model", "qwen2.5-0.5b", "--gpu", "rtx-4090", "--target-batch", "8"]
     args += ["--seq-len", "512", "--method", "lora", "--recipe", "bf16-torch", "--loss", "standard"]
+    args += ["--stack", "all"]  # the pick is the front's first member on any machine
     r = run(*args, "--json", "--emit", "hf", "--out", str(out))
     assert r.returncode == 0, r.stderr
     front = json.loads(r.stdout)["front"]  # stdout stays JSON; the paths go to stderr
