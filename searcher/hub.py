@@ -209,7 +209,6 @@ def read_by_structure(text: str) -> ModelSpec | None:
 def _structure(model_type: str, cfg: dict, layers: int | None = None) -> tuple[tuple, int, str]:
     """(the structure's signature, transformers' parameter count, the class) of the causal LM
     transformers builds from ``cfg`` on the meta device, with at most ``layers`` layers."""
-    import re
     import warnings
 
     import torch
