@@ -78,6 +78,20 @@ class AllocatorSettings:
         index = min(max(nbytes.bit_length() - 1 - 20, 0), POWER2_INTERVALS - 1)
         return self.roundup_power2_divisions[index]
 
+    def conf(self) -> str:
+        """The settings as ``PYTORCH_CUDA_ALLOC_CONF`` would say them ("" = the defaults)."""
+        parts = []
+        if self.expandable_segments:
+            parts.append("expandable_segments:True")
+        if self.max_split_size is not None:
+            parts.append(f"max_split_size_mb:{self.max_split_size // MiB}")
+        if self.max_non_split_rounding != LARGE_SEGMENT_BYTES:
+            parts.append(f"max_non_split_rounding_mb:{self.max_non_split_rounding // MiB}")
+        if any(self.roundup_power2_divisions):
+            table = ",".join(f"{1 << i}:{d}" for i, d in enumerate(self.roundup_power2_divisions))
+            parts.append(f"roundup_power2_divisions:[{table}]")
+        return ",".join(parts)
+
     @classmethod
     def from_conf(cls, conf: str, capacity: int | None = None) -> AllocatorSettings:
         """Parse a ``PYTORCH_CUDA_ALLOC_CONF`` string, e.g.
@@ -282,8 +296,10 @@ class ReplayResult:
     #: cudaMalloc calls (expandable: page mappings) and retries after releasing cached blocks
     device_allocs: int
     alloc_retries: int
-    #: index of the malloc that found no memory even after releasing every cached block
+    #: index of the malloc that found no memory even after releasing every cached block, and
+    #: the bytes it asked for (rounded)
     oom_at: int | None = None
+    oom_request: int = 0
 
     @property
     def slack(self) -> int:
@@ -293,6 +309,12 @@ class ReplayResult:
 
 class OutOfMemory(Exception):
     """The replayed malloc found no cached block and no capacity left after releasing the cache."""
+
+    def __init__(self, size: int, reserved: int, allocated: int) -> None:
+        super().__init__(
+            f"tried to allocate {size} B with {reserved} B reserved, {allocated} B allocated"
+        )
+        self.size = size
 
 
 class CachingAllocator:
@@ -334,10 +356,7 @@ class CachingAllocator:
         if block is None and self._release_cached_blocks():
             block = self._alloc_block(pool, size, retry=True)
         if block is None:
-            raise OutOfMemory(
-                f"tried to allocate {size} B with {self.reserved} B reserved, "
-                f"{self.allocated} B allocated"
-            )
+            raise OutOfMemory(size, self.reserved, self.allocated)
         block = self._alloc_found_block(block, size, nbytes, self._should_split(block, size))
         self.live[key] = block
         if self._peak_pending:  # the segments as the request that raised the peak left them
@@ -387,7 +406,7 @@ class CachingAllocator:
             views.append(SegmentView(size, allocated, head.pool.is_small, head.expandable, largest))
         return tuple(sorted(views, key=lambda v: -v.size))
 
-    def result(self, oom_at: int | None = None) -> ReplayResult:
+    def result(self, oom_at: int | None = None, oom_request: int = 0) -> ReplayResult:
         return ReplayResult(
             peak_allocated=self.peak_allocated,
             peak_reserved=self.peak_reserved,
@@ -398,6 +417,7 @@ class CachingAllocator:
             device_allocs=self.device_allocs,
             alloc_retries=self.alloc_retries,
             oom_at=oom_at,
+            oom_request=oom_request,
         )
 
     # ---- get_free_block / should_split / alloc_found_block -----------------------------------
@@ -695,8 +715,8 @@ def replay(
                 continue
             try:
                 allocator.malloc(key, nbytes)
-            except OutOfMemory:
-                return allocator.result(oom_at=index)
+            except OutOfMemory as oom:
+                return allocator.result(oom_at=index, oom_request=oom.size)
         elif op == "free":
             if key in allocator.live:
                 allocator.free(key)

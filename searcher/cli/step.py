@@ -39,15 +39,34 @@ def _traced(args: argparse.Namespace) -> tuple[Any, Any, Any]:
 
     check_supported(spec, cfg)
     e = advise(spec, cfg, gpu, headroom)  # what fitplan explain prints (with the levers)
+    # every layer, so that the allocator replays the step's real order of requests
+    full_depth = not getattr(args, "fast", False)
     t = trace_step(
         spec,
         cfg,
         hf_config_dict=hf_cfg,
-        full_depth=bool(getattr(args, "full_depth", False)),
+        full_depth=full_depth,
         adamw_impl=getattr(args, "adamw_impl", None) or "fused",
         autocast=getattr(args, "autocast", None),
+        allocator=allocator_settings(args, cfg, e, full_depth),
     )
     return e, t, cfg
+
+
+def allocator_settings(args: argparse.Namespace, cfg: Any, e: Any, full_depth: bool) -> Any:
+    """The caching allocator the trace replays: the plan's segment mode, --max-split-size-mb,
+    and (every layer traced) the card's memory less the CUDA context as what cudaMalloc can
+    get, so that the replay releases its cache before an OOM as torch does."""
+    from constraints.allocator_replay import AllocatorSettings
+    from constraints.units import MiB
+
+    mb = getattr(args, "max_split_size_mb", None)
+    capacity = e.gpu.memory_bytes - e.breakdown.cuda_context if full_depth else None
+    return AllocatorSettings(
+        expandable_segments=bool(cfg.expandable_segments),
+        max_split_size=mb * MiB if mb is not None else None,
+        capacity=capacity,
+    )
 
 
 def comparison_json(e: Any, t: Any) -> dict[str, Any]:
@@ -56,6 +75,7 @@ def comparison_json(e: Any, t: Any) -> dict[str, Any]:
         "traced": t.as_json(),
         "analytic": {
             "peak_allocated_bytes": b.allocated,
+            "peak_reserved_bytes": b.reserved,
             "phase": b.phase,
             "terms": {k: b.term(k) for k in ("weights", "gradients", "optimizer", "activations")},
             "parts": b.parts,
@@ -88,6 +108,7 @@ def comparison_lines(e: Any, t: Any) -> list[str]:
             k, v = analytic_rows[i]
             right = f"{k:24s} {v / GIB:8.3f} GiB"
         lines.append(f"    {left:36s}   {right}")
+    lines += reserved_lines(e, t)
     if t.per_layer_bytes:
         lines.append(f"  per decoder layer at the peak: {t.per_layer_bytes / 2**20:,.1f} MiB")
     if t.paged_bytes:
@@ -100,6 +121,40 @@ def comparison_lines(e: Any, t: Any) -> list[str]:
         for nbytes, category, phase, what in t.largest[:8]:
             lines.append(f"    {nbytes / 2**20:10,.1f} MiB  {category:18s} {phase:15s} {what}")
     return lines
+
+
+def reserved_lines(e: Any, t: Any) -> list[str]:
+    """The replayed caching allocator beside the analytic reserved peak: what
+    torch.cuda.max_memory_reserved (and nvidia-smi, with the CUDA context) would show."""
+    if t.peak_reserved_bytes is None:
+        return []
+    b = e.breakdown
+    if t.oom_request_bytes:
+        return [
+            f"  the caching allocator replayed ({t.allocator or 'default settings'}; torch 2.13 "
+            "rules) runs out of memory:",
+            f"  {t.oom_request_bytes / 2**20:,.1f} MiB asked with "
+            f"{t.peak_reserved_bytes / GIB:,.3f} GiB reserved, of the "
+            f"{(e.gpu.memory_bytes - b.cuda_context) / GIB:,.3f} GiB it can hold",
+            "  (the card less the CUDA context; its cached blocks were released first)",
+        ]
+    traced_slack = t.peak_reserved_bytes - t.peak_bytes
+    analytic_slack = b.allocator_slack
+    err = b.reserved / t.peak_reserved_bytes - 1.0 if t.peak_reserved_bytes else float("nan")
+    mode = t.allocator or "default settings"
+    return [
+        f"  peak reserved, the caching allocator replayed ({mode}; torch 2.13 rules):",
+        f"  {'reserved ' + f'{t.peak_reserved_bytes / GIB:,.3f} GiB':38s} "
+        f"{'reserved ' + f'{b.reserved / GIB:,.3f} GiB':38s} error {err:+.1%}",
+        f"  {'slack ' + f'{traced_slack / GIB:,.3f} GiB ({_share(traced_slack, t.peak_bytes)})':38s} "
+        f"{'slack ' + f'{analytic_slack / GIB:,.3f} GiB ({_share(analytic_slack, b.allocated)})':38s}",
+        f"  + CUDA context {b.cuda_context / GIB:,.3f} GiB (outside the allocator) = "
+        f"{(t.peak_reserved_bytes + b.cuda_context) / GIB:,.3f} GiB at nvidia-smi, traced",
+    ]
+
+
+def _share(part: int, whole: int) -> str:
+    return f"{part / whole:.0%} of allocated" if whole else "—"
 
 
 def cmd_trace_step(args: argparse.Namespace) -> int:

@@ -156,6 +156,9 @@ class AllocTracker:
         self.segment = "setup"
         self.segments: dict[str, Peak] = {}
         self.measuring = True
+        #: the allocator calls in order, for constraints.allocator_replay: ("alloc", storage key,
+        #: requested bytes), ("free", key, 0), ("reset_peak", None, 0)
+        self.events: list[tuple[str, object, int]] = []
 
     def __enter__(self) -> AllocTracker:  # the dispatch mode's, in the class make_tracker builds
         raise NotImplementedError
@@ -177,6 +180,7 @@ class AllocTracker:
             )
             ref = weakref.ref(st, self._finaliser(key))
             self._blocks[key] = (block, ref)
+            self.events.append(("alloc", key, int(st.nbytes())))
             self.live += block.nbytes
             self._update_peak()
 
@@ -199,6 +203,7 @@ class AllocTracker:
         if entry is not None:
             entry[0].alive = False
             self.live -= entry[0].nbytes
+            self.events.append(("free", key, 0))
 
     def _update_peak(self) -> None:
         if not self.measuring:
@@ -219,6 +224,7 @@ class AllocTracker:
     def reset_peak(self) -> None:
         """Start measuring afresh from what is alive now (the second step of a trace)."""
         self.segments = {}
+        self.events.append(("reset_peak", None, 0))
         self._update_peak()
 
     def set_segment(self, segment: str) -> None:

@@ -35,6 +35,7 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+from constraints.allocator_replay import AllocatorSettings, ReplayResult, replay
 from constraints.config import TrainConfig
 from constraints.models import ModelSpec
 from searcher.truth.step_build import build, check_supported, optimizer_for, torch_dtype
@@ -74,6 +75,18 @@ class StepTrace:
     #: the largest blocks alive at the peak of the (deepest) traced model:
     #: (bytes, category, phase that allocated it, "dtype[shape]")
     largest: list[tuple[int, str, str, str]] = field(default_factory=list)
+    #: the caching allocator replayed over both steps (constraints/allocator_replay.py):
+    #: max_memory_reserved and max_memory_allocated (blocks: 512 B rounding, unsplit blocks
+    #: whole); None when the trace ran without the replay
+    peak_reserved_bytes: int | None = None
+    replayed_allocated_bytes: int | None = None
+    #: segments held at the reserved peak (of the deepest traced model)
+    segments_at_peak: int = 0
+    #: the allocator settings replayed, as PYTORCH_CUDA_ALLOC_CONF would say them
+    allocator: str = ""
+    #: the request the replayed allocator could not serve within the card's memory, bytes
+    #: (its cache released first, as torch does); 0 = none
+    oom_request_bytes: int = 0
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -89,6 +102,11 @@ class StepTrace:
             "wall_s": self.wall_s,
             "notes": self.notes,
             "largest_blocks": [list(b) for b in self.largest],
+            "peak_reserved_bytes": self.peak_reserved_bytes,
+            "replayed_allocated_bytes": self.replayed_allocated_bytes,
+            "segments_at_peak": self.segments_at_peak,
+            "allocator": self.allocator,
+            "oom_request_bytes": self.oom_request_bytes,
         }
 
 
@@ -98,6 +116,7 @@ class _Raw:
     segments: dict[str, tuple[int, str, dict[str, int]]]
     paged: int
     largest: dict[str, list[tuple[int, str, str, str]]]
+    replayed: ReplayResult | None = None
 
     def top(self) -> tuple[str, tuple[int, str, dict[str, int]]]:
         return max(self.segments.items(), key=lambda kv: kv[1][0])
@@ -128,10 +147,12 @@ def _run(
     steps: int,
     autocast_override: bool | None = None,
     seeded: bool = True,
+    allocator: AllocatorSettings | None = None,
 ) -> _Raw:
     """Trace ``steps`` steps of ``cfg`` on the model of ``cfg_dict``, measuring the last.
     ``seeded``: the steps before the last are :func:`_seeded_step` (raises _UnusedParameters
-    where that would not be exact); else real steps."""
+    where that would not be exact); else real steps. ``allocator``: replay the caching
+    allocator over every allocation and free of the steps with these settings."""
     import torch
     from torch._subclasses.fake_tensor import FakeTensorMode
 
@@ -183,7 +204,8 @@ def _run(
             k: [(b.nbytes, b.category, b.phase, b.what) for b in p.largest(LARGEST_BLOCKS)]
             for k, p in tracker.segments.items()
         }
-    return _Raw(segments, paged, largest)
+    replayed = replay(tracker.events, allocator) if allocator is not None else None
+    return _Raw(segments, paged, largest, replayed)
 
 
 def _run_exact(
@@ -192,13 +214,17 @@ def _run_exact(
     adamw_impl: str,
     steps: int,
     autocast_override: bool | None = None,
+    allocator: AllocatorSettings | None = None,
 ) -> _Raw:
     """:func:`_run` with a seeded first step, or with real steps where a trainable parameter
-    gets no gradient (a seeded step would give it optimizer state)."""
-    try:
-        return _run(cfg_dict, cfg, adamw_impl, steps, autocast_override, seeded=True)
-    except _UnusedParameters:
-        return _run(cfg_dict, cfg, adamw_impl, steps, autocast_override, seeded=False)
+    gets no gradient (a seeded step would give it optimizer state) or where the allocator is
+    replayed (the cache a real first step's forward and backward leave shapes the second's)."""
+    if allocator is None:
+        try:
+            return _run(cfg_dict, cfg, adamw_impl, steps, autocast_override, seeded=True)
+        except _UnusedParameters:
+            pass
+    return _run(cfg_dict, cfg, adamw_impl, steps, autocast_override, False, allocator)
 
 
 def _materialise(model: Any) -> None:
@@ -317,6 +343,7 @@ def trace_step(
     adamw_impl: str = "fused",
     steps: int = TRACED_STEPS,
     autocast: bool | None = None,
+    allocator: AllocatorSettings | None = None,
 ) -> StepTrace:
     """Trace two training steps of ``cfg`` on ``spec``'s HF model; the second step's peak.
 
@@ -326,7 +353,10 @@ def trace_step(
     default on CUDA). ``steps``: steps run, the last measured (2: optimizer state exists from the
     first ``step()`` on; 1 shows a first step). ``autocast``: run forward under
     ``torch.autocast(compute dtype)`` (HF Trainer with ``bf16=True``/``fp16=True`` does, through
-    accelerate, whatever dtype the model was loaded in); default: the recipe's. Needs torch, transformers and peft (the ``measure`` extra).
+    accelerate, whatever dtype the model was loaded in); default: the recipe's. ``allocator``:
+    replay the CUDA caching allocator with these settings over both (real) steps and report the
+    reserved peak beside the allocated one. Needs torch, transformers and peft (the ``measure``
+    extra).
     """
     from searcher.truth.hf_build import require_torch, with_layers
 
@@ -339,19 +369,72 @@ def trace_step(
     start = time.perf_counter()
     depth = _depth_of(hf_config_dict)
     if full_depth or depth <= max(TRACE_DEPTHS):
-        raw = _run_exact(hf_config_dict, cfg, adamw_impl, steps, autocast)
+        raw = _run_exact(hf_config_dict, cfg, adamw_impl, steps, autocast, allocator)
         seg, (peak, moment, comp) = raw.top()
         elapsed = time.perf_counter() - start
-        return StepTrace(
+        trace = StepTrace(
             spec.id, cfg, peak, moment, comp, 0, depth, (depth,), raw.paged, elapsed,
             [f"peak in segment {seg}"], raw.largest[seg],
         )  # fmt: skip
+        return _with_replay(trace, allocator, raw.replayed, raw.replayed, 0)
     runs = []
     for n in TRACE_DEPTHS:
         small = with_layers(hf_config_dict, n)
-        runs.append((_depth_of(small), _run_exact(small, cfg, adamw_impl, steps, autocast)))
+        runs.append(
+            (_depth_of(small), _run_exact(small, cfg, adamw_impl, steps, autocast, allocator))
+        )
     (l2, a), (l3, b) = runs
-    return _extrapolate(spec, cfg, depth, (l2, a), (l3, b), time.perf_counter() - start)
+    trace = _extrapolate(spec, cfg, depth, (l2, a), (l3, b), time.perf_counter() - start)
+    extra = (depth - l3) / (l3 - l2)
+    return _with_replay(trace, allocator, a.replayed, b.replayed, extra)
+
+
+def _with_replay(
+    trace: StepTrace,
+    settings: AllocatorSettings | None,
+    shallow: ReplayResult | None,
+    deeper: ReplayResult | None,
+    extra: float,
+) -> StepTrace:
+    """The replayed peaks at the model's depth. From two traced depths (``extra``: layers beyond
+    the deeper trace, in units of the depth step) the replay's allocated peak is linear in the
+    depth and its slack (reserved − allocated) is the deeper trace's: which cached blocks serve
+    which request is not linear in the depth (the reserved peak itself extrapolated linearly
+    missed full-depth replays by −20 … +73 %; the deeper trace's slack by −6.5 … +0.3 %,
+    docs/allocator_replay.md)."""
+    if settings is None or shallow is None or deeper is None:
+        return trace
+    allocated = deeper.peak_allocated + round(
+        extra * (deeper.peak_allocated - shallow.peak_allocated)
+    )
+    trace.replayed_allocated_bytes = allocated
+    trace.peak_reserved_bytes = allocated + deeper.peak_reserved - deeper.peak_allocated
+    trace.segments_at_peak = len(deeper.segments_at_peak)
+    trace.allocator = settings.conf()
+    if deeper.oom_at is not None:
+        trace.oom_request_bytes = deeper.oom_request
+    if extra:
+        trace.notes.append(
+            "reserved: the extrapolated allocated peak plus the deeper trace's allocator slack "
+            "(without --fast every layer is traced and replayed)"
+        )
+    return trace
+
+    def grown(a: int, b: int) -> int:
+        return b + round(extra * (b - a))
+
+    trace.peak_reserved_bytes = grown(shallow.peak_reserved, deeper.peak_reserved)
+    trace.replayed_allocated_bytes = grown(shallow.peak_allocated, deeper.peak_allocated)
+    trace.segments_at_peak = len(deeper.segments_at_peak)
+    trace.allocator = settings.conf()
+    if deeper.oom_at is not None:
+        trace.oom_request_bytes = deeper.oom_request
+    if extra:
+        trace.notes.append(
+            "reserved extrapolated linearly in the depth like the allocated peak "
+            "(--full-depth replays every layer)"
+        )
+    return trace
 
 
 def _extrapolate(

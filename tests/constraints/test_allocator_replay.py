@@ -388,3 +388,17 @@ def test_the_replay_never_reserves_less_than_it_allocates() -> None:
         assert allocator.allocated == 0
         allocator.empty_cache()
         assert allocator.reserved == 0
+
+
+@pytest.mark.parametrize(
+    "conf",
+    [
+        "",
+        "expandable_segments:True",
+        "max_split_size_mb:512,max_non_split_rounding_mb:64",
+        "roundup_power2_divisions:[256:1,512:2,1024:4,>:8]",
+    ],
+)
+def test_settings_say_themselves_as_an_alloc_conf(conf: str) -> None:
+    settings = AllocatorSettings.from_conf(conf)
+    assert AllocatorSettings.from_conf(settings.conf()) == settings
