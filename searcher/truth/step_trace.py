@@ -117,6 +117,8 @@ class _Raw:
     paged: int
     largest: dict[str, list[tuple[int, str, str, str]]]
     replayed: ReplayResult | None = None
+    #: the allocator calls of every step (AllocTracker.events), when asked for
+    events: list[tuple[str, object, int]] | None = None
 
     def top(self) -> tuple[str, tuple[int, str, dict[str, int]]]:
         return max(self.segments.items(), key=lambda kv: kv[1][0])
@@ -148,6 +150,7 @@ def _run(
     autocast_override: bool | None = None,
     seeded: bool = True,
     allocator: AllocatorSettings | None = None,
+    keep_events: bool = False,
 ) -> _Raw:
     """Trace ``steps`` steps of ``cfg`` on the model of ``cfg_dict``, measuring the last.
     ``seeded``: the steps before the last are :func:`_seeded_step` (raises _UnusedParameters
@@ -205,7 +208,7 @@ def _run(
             for k, p in tracker.segments.items()
         }
     replayed = replay(tracker.events, allocator) if allocator is not None else None
-    return _Raw(segments, paged, largest, replayed)
+    return _Raw(segments, paged, largest, replayed, tracker.events if keep_events else None)
 
 
 def _run_exact(
