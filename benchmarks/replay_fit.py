@@ -27,15 +27,21 @@ from trace_sweep import _model
 
 ROOT = Path(__file__).resolve().parents[1]
 DOC = ROOT / "docs" / "replay_sweep.md"
+TABLE = ROOT / "constraints" / "data" / "allocator_slack.json"
 GRID = np.round(np.arange(0.0, 0.801, 0.005), 3)
+#: the flat fractions the table replaced (fitted to 21 and 2 measured rows by tools/calibrate.py)
+FLAT = {"reserved": 0.15, "reserved_expandable": 0.16}
 
 
 def regime(cfg: dict[str, Any]) -> str:
-    """The cell a row's slack is fitted in."""
-    attention = "eager" if cfg["attention"] == "eager" else "fused"
-    checkpointing = "ckpt" if cfg["checkpointing"] == "full" else "nockpt"
-    quant = "qlora" if cfg["method"] == "qlora" else "16bit"
-    return f"{attention}/{checkpointing}/{quant}"
+    """The cell a row's slack is fitted in: constraints.allocator's regime of the analytic
+    model's own view of the configuration."""
+    from constraints.allocator import batch_regime, regime_name
+    from constraints.config import TrainConfig
+    from constraints.config_batch import ConfigBatch
+
+    flags = batch_regime(ConfigBatch.from_configs([TrainConfig(**cfg)]))
+    return regime_name(*(bool(f[0]) for f in flags))
 
 
 def analytic_side(spec: Any, cfg: dict[str, Any], gpu: Any) -> dict[str, float]:
@@ -101,8 +107,9 @@ def _summary(errors: np.ndarray) -> tuple[float, float]:
     return float(np.median(np.abs(errors))) if len(errors) else 0.0, worst
 
 
-def report() -> int:
+def report(write_table: bool = False) -> int:
     rows = joined()
+    table: dict[str, dict[str, float]] = {}
     lines = [
         "# The analytic allocator slack against the replayed caching allocator",
         "",
@@ -118,34 +125,65 @@ def report() -> int:
         by: dict[str, list[dict[str, Any]]] = defaultdict(list)
         for r in rows:
             by[r["regime"]].append(r)
+        table[column] = {}
         lines += [
             f"## {label}",
             "",
             "| regime | rows | replay slack, median % of allocated | fitted fraction | "
-            "median / worst error | leave-one-out median / worst | today's model median / worst |",
+            "median / worst error | leave-one-out median / worst | flat fraction (before) median / worst |",
             "|---|---|---|---|---|---|---|",
         ]
+        every: dict[str, list[np.ndarray]] = defaultdict(list)
         for name in sorted(by):
             cell = by[name]
             f = fit(cell, column)
+            table[column][name] = f
             med, worst = _summary(_errors(cell, f, column))
             loo = np.array(
                 [
-                    _errors([r], fit(cell[:i] + cell[i + 1 :], column) if len(cell) > 1 else f, column)[0]
+                    _errors(
+                        [r], fit(cell[:i] + cell[i + 1 :], column) if len(cell) > 1 else f, column
+                    )[0]
                     for i, r in enumerate(cell)
                 ]
             )
             lmed, lworst = _summary(loo)
-            today = np.array(
-                [(r["allocated"] + r["a_slack"]) / r[column] - 1.0 for r in cell], dtype=float
-            )
-            tmed, tworst = _summary(today)
+            tmed, tworst = _summary(_errors(cell, FLAT[column], column))
+            every["fit"].append(_errors(cell, f, column))
+            every["loo"].append(loo)
+            every["flat"].append(_errors(cell, FLAT[column], column))
             share = statistics.median((r[column] - r["allocated"]) / r["allocated"] for r in cell)
             lines.append(
                 f"| {name} | {len(cell)} | {share:.1%} | {f:.3f} | {med:.1%} / {worst:+.1%} | "
                 f"{lmed:.1%} / {lworst:+.1%} | {tmed:.1%} / {tworst:+.1%} |"
             )
-        lines.append("")
+        (fm, fw), (lm, lw), (tm, tw) = (
+            _summary(np.concatenate(every[k])) for k in ("fit", "loo", "flat")
+        )
+        lines += [
+            f"| **all** | {len(rows)} | | | {fm:.1%} / {fw:+.1%} | {lm:.1%} / {lw:+.1%} | "
+            f"{tm:.1%} / {tw:+.1%} |",
+            "",
+        ]
     DOC.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    if write_table:
+        from constraints.allocator import regime_names
+
+        for column in table:
+            for name in regime_names():
+                # no row: an fp32 QLoRA step does not run (bitsandbytes computes in 16 bits);
+                # the mixed cell stands in
+                table[column].setdefault(
+                    name, table[column].get(name.replace("fp32", "mixed"), 0.15)
+                )
+            table[column] = dict(sorted(table[column].items()))
+        data = {
+            "source": "benchmarks/replay_fit.py: fitted to the caching-allocator replays of "
+            f"benchmarks/results/replay_sweep*.csv ({len(rows)} traced steps); residuals in "
+            "docs/replay_sweep.md",
+            "default": table["reserved"],
+            "expandable": table["reserved_expandable"],
+        }
+        TABLE.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
     sys.stdout.write("\n".join(lines) + "\n")
     return 0

@@ -140,14 +140,19 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--seed", type=int, default=34)
     r.add_argument("--shard", default="0/1")
     r.add_argument("--budget-s", type=float, default=240.0, help="stop starting rows after this")
-    sub.add_parser("report")
+    rep = sub.add_parser("report")
+    rep.add_argument(
+        "--write-table",
+        action="store_true",
+        help="also write constraints/data/allocator_slack.json",
+    )
     a = p.parse_args(argv)
     if a.cmd == "run":
         index, count = (int(x) for x in a.shard.split("/"))
         return run(a.rows, a.seed, (index, count), a.budget_s)
     from replay_fit import report  # type: ignore[import-not-found]
 
-    return report()
+    return report(a.write_table)
 
 
 if __name__ == "__main__":

@@ -20,17 +20,27 @@ The rules are PyTorch's (c10/cuda/CUDACachingAllocator.cpp, read at pytorch/pyto
   separate ``cudaMalloc`` segments.
 
 What the rules force exactly (rounding) is computed here; what depends on the order of requests
-(fragmentation: freed blocks that later, larger requests cannot reuse) is a fitted fraction of the
-bytes the step allocates and frees (constants.ALLOCATOR_FRAGMENTATION_FRACTION, one value per
-segment mode, fitted by tools/calibrate.py with its rows in docs/calibration.md).
+(fragmentation: freed blocks that later, larger requests cannot reuse) is a fraction of the bytes
+the step allocates and frees, one per regime and segment mode (data/allocator_slack.json), fitted
+to the allocator replayed over traced steps (constraints/allocator_replay.py,
+benchmarks/replay_fit.py; residuals in docs/replay_sweep.md): recomputing a checkpointed layer
+between gradients, and eager attention's score matrices, leave freed blocks later requests cannot
+reuse; a step without either reuses nearly every block.
 """
 
 from __future__ import annotations
 
+import json
+from functools import cache
+from pathlib import Path
+from typing import Any
+
 import numpy as np
 
-from constraints import constants as C
+from constraints.config import CODE
 from constraints.units import MiB
+
+SLACK_TABLE = Path(__file__).parent / "data" / "allocator_slack.json"
 
 # ---- the allocator's own constants (c10/cuda/CUDACachingAllocator.cpp) ----------------------
 
@@ -97,27 +107,72 @@ def rounding_slack(sizes: list[int] | np.ndarray, expandable: bool = False) -> i
     return int(sum(own_segment_waste(int(n), expandable) for n in sizes))
 
 
-def fragmentation_fraction(expandable: np.ndarray) -> np.ndarray:
-    """The fitted fraction of the step's allocated-and-freed bytes held as cached blocks that
-    later requests could not reuse, per segment mode (constants.py names the rows)."""
-    return np.where(
-        expandable,
-        C.ALLOCATOR_FRAGMENTATION_FRACTION_EXPANDABLE,
-        C.ALLOCATOR_FRAGMENTATION_FRACTION,
+#: the regimes' axes, in the order of their names ("eager/ckpt/16bit/mixed")
+REGIME_AXES = (("fused", "eager"), ("nockpt", "ckpt"), ("16bit", "qlora"), ("mixed", "fp32"))
+
+
+def regime_name(eager: bool, checkpointed: bool, quantised: bool, fp32: bool) -> str:
+    """The cell of the slack table: attention kernel, checkpointing, quantised base, and
+    whether the step computes in fp32 (one size class per activation) or in a mixed or 16-bit
+    recipe (cast copies beside their sources)."""
+    flags = (eager, checkpointed, quantised, fp32)
+    return "/".join(axis[int(flag)] for axis, flag in zip(REGIME_AXES, flags, strict=True))
+
+
+def regime_names() -> list[str]:
+    return [
+        regime_name(*(bool(i >> k & 1) for k in (3, 2, 1, 0))) for i in range(1 << len(REGIME_AXES))
+    ]
+
+
+@cache
+def _slack_table() -> dict[str, dict[str, float]]:
+    data = json.loads(SLACK_TABLE.read_text(encoding="utf-8"))
+    return {"default": data["default"], "expandable": data["expandable"]}
+
+
+def fragmentation_fraction(expandable: np.ndarray, regime: tuple[np.ndarray, ...]) -> np.ndarray:
+    """The fraction of the step's allocated-and-freed bytes held as cached blocks that later
+    requests could not reuse, per configuration (data/allocator_slack.json); ``regime``: the
+    four boolean axes of :func:`batch_regime`."""
+    table = _slack_table()
+    out = np.zeros(np.broadcast(expandable, *regime).shape)
+    for i in range(1 << len(REGIME_AXES)):
+        flags = tuple(bool(i >> k & 1) for k in (3, 2, 1, 0))
+        name = regime_name(*flags)
+        cell = np.logical_and.reduce(
+            [axis == flag for axis, flag in zip(regime, flags, strict=True)]
+        )
+        out = np.where(
+            cell, np.where(expandable, table["expandable"][name], table["default"][name]), out
+        )
+    return out
+
+
+def batch_regime(batch: object) -> tuple[np.ndarray, ...]:
+    """(eager attention, checkpointed, quantised base, fp32 compute) of a ConfigBatch."""
+    b: Any = batch
+    return (
+        np.asarray(b.attention == CODE["attention"]["eager"]),
+        np.asarray(b.checkpointing != CODE["checkpointing"]["none"]),
+        np.asarray(b.quant != CODE["quant"]["none"]),
+        np.asarray(b.compute_bytes >= 4),
     )
 
 
 def allocator_slack(
     dynamic: np.ndarray | float,
-    expandable: np.ndarray,
+    batch: object,
     other_stream_cached: np.ndarray | float = 0.0,
 ) -> np.ndarray:
     """Reserved − allocated at one moment of the step, bytes:
 
-    fragmentation       fraction(mode) × the bytes allocated and freed during the step (it
-                         includes the segments' round-up, which needs each tensor's size:
-                         ``rounding_slack`` gives it where the sizes are known, e.g. the tracer)
+    fragmentation       fraction(regime, segment mode) × the bytes allocated and freed during
+                         the step (it includes the segments' round-up, which needs each tensor's
+                         size: ``rounding_slack`` gives it where the sizes are known, e.g. the
+                         tracer)
     + other streams      blocks cached by another stream's pool and not alive now (they cannot
                          serve this stream's requests, expandable or not)
     """
-    return fragmentation_fraction(expandable) * dynamic + other_stream_cached
+    expandable = np.asarray(batch.expandable)  # type: ignore[attr-defined]
+    return fragmentation_fraction(expandable, batch_regime(batch)) * dynamic + other_stream_cached

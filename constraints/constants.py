@@ -29,25 +29,12 @@ NCCL_BUFFER_BYTES = 1 * GiB
 CUBLAS_WORKSPACE_HOPPER = 32 * MiB
 CUBLAS_WORKSPACE_OLDER = 8 * MiB + 128 * 1024
 
-#: Allocator fragmentation (constraints/allocator.py): reserved − allocated at the peak, beyond
-#: what other streams' pools cache, as a fraction of the memory allocated and freed during the
-#: step (activations, logits, gradients, transients): freed blocks that later, larger requests
-#: cannot reuse, plus the segments' round-up. One value per segment mode, fitted by
-#: tools/calibrate.py (median abs log error, grid step 0.01) to the calibration rows that report
-#: max_memory_reserved or NVML used, each mode to its own rows; rows, residuals and the
-#: leave-one-out check in docs/calibration.md.
-#: Default segments (cudaMalloc per segment): hf-bert-*, peft-mc-*, tt-2404-*, tt-loratut-*.
-#: Was 0.10 (a guess), then a flat 0.20 over every row, torchtitan's included. Checks on the same
-#: rows: one fraction for both modes (with the other-stream term) fits 0.20 and leaves one out at
-#: 5.4 %, as the flat slack; an extra term for gradients freed and re-allocated every step fitted
-#: 0.14 + 0.08 × gradients and left one out at 5.2 % on the default-segment rows: not adopted.
-#: The rules' own round-up (allocator.rounding_slack) is < 2 MiB per tensor on these rows'
-#: shapes, so the fraction is fragmentation (order of requests), not rounding. 0.16 -> 0.15 when
-#: the torchtune rows of Mar-Aug 2024 gained their held fp32 logits (loss "standard-held").
-ALLOCATOR_FRAGMENTATION_FRACTION = 0.15
-#: expandable_segments:True: ao-f8-1, titan-perf-1 (torchtitan runs, both Llama-3-8B FSDP2 on
-#: 8 × H100; two rows only: the weakest-supported constant here).
-ALLOCATOR_FRAGMENTATION_FRACTION_EXPANDABLE = 0.16
+#: Allocator fragmentation while serving (constraints/inference.py): reserved − allocated as a
+#: fraction of the prefill workspace. Training's slack is fitted per regime to the replayed
+#: caching allocator (constraints/data/allocator_slack.json); serving is not replayed, so it keeps
+#: the flat fraction training used before (0.15, fitted then by tools/calibrate.py to 21 measured
+#: training rows reporting max_memory_reserved or NVML used): an unvalidated stand-in.
+SERVING_FRAGMENTATION_FRACTION = 0.15
 
 #: Default headroom kept free below capacity (the user's --headroom), as a fraction of capacity.
 DEFAULT_HEADROOM = 0.10

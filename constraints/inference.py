@@ -85,7 +85,7 @@ def inference_memory(
     if quant != "none":
         workspace += f.largest_linear * 2.0
     weights, kv, workspace = weights / tp, kv / tp, workspace / tp
-    slack = C.ALLOCATOR_FRAGMENTATION_FRACTION * workspace
+    slack = C.SERVING_FRAGMENTATION_FRACTION * workspace
     context_bytes = gpu_context_bytes(gpu) + (C.NCCL_BUFFER_BYTES if tp > 1 else 0)
     total = weights + kv + workspace + slack + context_bytes
     return InferenceBreakdown(

@@ -145,7 +145,7 @@ def overhead_parts(
     return {
         "cuda_context": np.full(len(batch), float(context)),
         "nccl_buffers": np.where(batch.gpus > 1, float(C.NCCL_BUFFER_BYTES), 0.0),
-        "allocator_slack": np.asarray(allocator_slack(dynamic, batch.expandable, other_stream)),
+        "allocator_slack": np.asarray(allocator_slack(dynamic, batch, other_stream)),
     }
 
 

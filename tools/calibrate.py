@@ -8,11 +8,11 @@ searcher/truth/ (memory_rows, throughput_rows, predict), so the fit sees exactly
 Fitted (each to the rows that measure it; objective: the median absolute log error, which a few
 outliers cannot drag; ties broken by the mean):
 
-- ``ALLOCATOR_FRAGMENTATION_FRACTION`` and ``..._EXPANDABLE`` (constraints/constants.py): the
-  caching allocator's fragmentation (constraints/allocator.py) as a fraction of the memory
-  allocated and freed during the step, each segment mode on its own rows among those that report
-  max_memory_reserved or NVML used; with a leave-one-out check against the flat fraction it
-  replaced (one value over all those rows, no other-stream term).
+The caching allocator's slack is not fitted here: its fractions are fitted per regime to the
+allocator replayed over traced steps (constraints/data/allocator_slack.json,
+benchmarks/replay_fit.py); the rows that report max_memory_reserved or NVML used judge it in the
+tables below.
+
 - ``LOSS_BYTES_PER_VOCAB["chunked"]`` (constraints/constants.py): bytes per token per vocabulary
   entry of torchtune's chunked cross-entropy at the loss peak, on the rows that run it (all of
   them compile the loss, so the fitted value is the compiled one; eager mode saves the fp32
@@ -61,44 +61,16 @@ def _score(errors: Iterable[float]) -> tuple[float, float]:
     return (float(np.median(e)), float(np.mean(e))) if e.size else (0.0, 0.0)
 
 
-FRAG = "ALLOCATOR_FRAGMENTATION_FRACTION"
-FRAG_EXP = "ALLOCATOR_FRAGMENTATION_FRACTION_EXPANDABLE"
-#: the fragmentation grid: 0..1 in steps of 0.01
-FRAG_GRID = [round(x, 2) for x in np.arange(0.0, 1.0001, 0.01)]
-
-
-def _flat_slack(dynamic: Any, expandable: Any, other_stream: Any = 0.0) -> Any:
-    """The model this replaced: one fraction of the dynamic bytes, whatever the allocator mode."""
-    return C.ALLOCATOR_FRAGMENTATION_FRACTION * np.asarray(dynamic)
-
-
 @contextmanager
-def _constants(
-    frag: float | None = None,
-    frag_exp: float | None = None,
-    chunked: float | None = None,
-    flat: bool = False,
-) -> Any:
-    from constraints import memory as M
-
-    old = (C.ALLOCATOR_FRAGMENTATION_FRACTION, C.ALLOCATOR_FRAGMENTATION_FRACTION_EXPANDABLE)
+def _constants(chunked: float | None = None) -> Any:
     old_loss = dict(C.LOSS_BYTES_PER_VOCAB)
-    old_slack_fn = M.allocator_slack
     try:
-        if frag is not None:
-            C.ALLOCATOR_FRAGMENTATION_FRACTION = frag
-        if frag_exp is not None:
-            C.ALLOCATOR_FRAGMENTATION_FRACTION_EXPANDABLE = frag_exp
         if chunked is not None:
             C.LOSS_BYTES_PER_VOCAB["chunked"] = chunked
-        if flat:
-            M.allocator_slack = _flat_slack  # type: ignore[assignment]
         yield
     finally:
-        C.ALLOCATOR_FRAGMENTATION_FRACTION, C.ALLOCATOR_FRAGMENTATION_FRACTION_EXPANDABLE = old
         C.LOSS_BYTES_PER_VOCAB.clear()
         C.LOSS_BYTES_PER_VOCAB.update(old_loss)
-        M.allocator_slack = old_slack_fn  # type: ignore[assignment]
 
 
 def _grid_1d(
@@ -109,57 +81,6 @@ def _grid_1d(
     return best, table
 
 
-def _expandable(c: K.MemoryCase) -> bool:
-    return bool(c.config is not None and c.config.expandable_segments)
-
-
-def _error_table(rows: list[K.MemoryCase], flat: bool) -> np.ndarray:
-    """Signed error of each row (columns) at each grid value (rows): the value is the row's own
-    mode's fraction (both, for the flat model)."""
-    out = np.zeros((len(FRAG_GRID), len(rows)))
-    for i, v in enumerate(FRAG_GRID):
-        with _constants(frag=v, frag_exp=v, flat=flat):
-            out[i] = [P.predict_memory(c).error for c in rows]
-    return out
-
-
-def _best(table: np.ndarray, cols: Sequence[int]) -> int:
-    """Grid index of the best value on these rows (median abs log error, ties by the mean)."""
-    scores = [_score(table[i, list(cols)]) for i in range(len(FRAG_GRID))]
-    return min(range(len(FRAG_GRID)), key=lambda i: scores[i])
-
-
-def fit_allocator(reserved: list[K.MemoryCase]) -> dict[str, Any]:
-    """The fragmentation fractions, each mode on its own rows; the flat fraction the model
-    replaced, on all of them; and both models' leave-one-out errors (each row predicted with
-    the constant fitted to the other rows)."""
-    modes = [_expandable(c) for c in reserved]
-    new, flat = _error_table(reserved, False), _error_table(reserved, True)
-    fitted = {}
-    loo_new, loo_flat = [], []
-    for mode, name in ((False, FRAG), (True, FRAG_EXP)):
-        cols = [j for j, m in enumerate(modes) if m == mode]
-        fitted[name] = FRAG_GRID[_best(new, cols)] if cols else None
-        for j in cols:
-            others = [k for k in cols if k != j]
-            loo_new.append((reserved[j].row_id, float(new[_best(new, others), j])))
-    everyone = range(len(reserved))
-    for j in everyone:
-        others = [k for k in everyone if k != j]
-        loo_flat.append((reserved[j].row_id, float(flat[_best(flat, others), j])))
-    i_flat = _best(flat, list(everyone))
-    return {
-        **fitted,
-        "flat_fraction": FRAG_GRID[i_flat],
-        "flat_errors": [(c.row_id, float(flat[i_flat, j])) for j, c in enumerate(reserved)],
-        "loo_new": loo_new,
-        "loo_flat": loo_flat,
-        "loo_new_median": float(np.median([abs(e) for _, e in loo_new])),
-        "loo_flat_median": float(np.median([abs(e) for _, e in loo_flat])),
-        "expandable_rows": [c.row_id for c, m in zip(reserved, modes, strict=True) if m],
-    }
-
-
 def fit_memory(cases: list[K.MemoryCase]) -> dict[str, Any]:
     reserved = [c for c in cases if c.metric in ("reserved", "nvml")]
     chunked = [c for c in cases if c.config is not None and c.config.loss == "chunked"]
@@ -168,16 +89,13 @@ def fit_memory(cases: list[K.MemoryCase]) -> dict[str, Any]:
         with _constants(chunked=v):
             return [P.predict_memory(c).error for c in chunked]
 
-    alloc = fit_allocator(reserved)
     chunk, chunk_table = _grid_1d([round(x, 2) for x in np.arange(1.0, 7.01, 0.25)], chunked_errors)
     # the CUDA context implied by the NVML rows (a check, not used): measured − predicted reserved
     nvml = [c for c in cases if c.metric == "nvml"]
-    with _constants(frag=alloc[FRAG], frag_exp=alloc[FRAG_EXP]):
-        implied = [
-            c.measured_bytes - (r.allocated + r.slack) for c in nvml for r in [P.predict_memory(c)]
-        ]
+    implied = [
+        c.measured_bytes - (r.allocated + r.slack) for c in nvml for r in [P.predict_memory(c)]
+    ]
     return {
-        **alloc,
         "slack_rows": [c.row_id for c in reserved],
         CHUNKED: chunk,
         "chunked_rows": [c.row_id for c in chunked],
@@ -220,23 +138,6 @@ def _fmt_pct(x: float) -> str:
     return f"{x:+.1%}"
 
 
-def _loo_lines(mem_fit: dict[str, Any]) -> list[str]:
-    """The leave-one-out check: each reserved/NVML row predicted with constants fitted without it."""
-    flat = dict(mem_fit["loo_flat"])
-    lines = [
-        "Leave-one-out (each row predicted with the fraction fitted to the other rows of its "
-        "mode; the flat model: one fraction over all rows, no other-stream term, the model this "
-        f"replaced, in-sample fit {mem_fit['flat_fraction']:.2f}): median |error| "
-        f"{mem_fit['loo_new_median']:.1%} (allocator model) vs "
-        f"{mem_fit['loo_flat_median']:.1%} (flat).",
-        "",
-        "| row | allocator model, left out | flat, left out |",
-        "|---|---|---|",
-    ]
-    lines += [f"| {r} | {_fmt_pct(e)} | {_fmt_pct(flat[r])} |" for r, e in mem_fit["loo_new"]]
-    return [*lines, ""]
-
-
 def report(mem_fit: dict[str, Any], thr_fit: dict[str, Any]) -> str:
     mem_results, mem_excluded, mem_summary = A.memory_report()
     thr_results, thr_excluded, thr_summary = A.throughput_report()
@@ -251,13 +152,6 @@ def report(mem_fit: dict[str, Any], thr_fit: dict[str, Any]) -> str:
         "",
         "| constant | value | fitted to | objective |",
         "|---|---|---|---|",
-        f"| `{FRAG}` | {mem_fit[FRAG]:.2f} | "
-        f"{len(mem_fit['slack_rows']) - len(mem_fit['expandable_rows'])} rows reporting "
-        "max_memory_reserved or NVML used, default segments | "
-        "median abs log error, grid 0..1 step 0.01 |",
-        f"| `{FRAG_EXP}` | {mem_fit[FRAG_EXP]:.2f} | "
-        f"{len(mem_fit['expandable_rows'])} such rows with expandable segments "
-        f"({', '.join(mem_fit['expandable_rows'])}) | same |",
         f'| `LOSS_BYTES_PER_VOCAB["chunked"]` | {mem_fit[CHUNKED]:.2f} | '
         f"{len(mem_fit['chunked_rows'])} torchtune rows with chunked cross-entropy (all compiled) | "
         "median abs log error, grid 1..7 step 0.25 |",
@@ -266,9 +160,11 @@ def report(mem_fit: dict[str, Any], thr_fit: dict[str, Any]) -> str:
         f"| `ETA_ATTENTION` | {thr_fit['eta_attention']:.3f} | same | same |",
         f"| `K_ELEMENTWISE` | {thr_fit['k_elementwise']:.2f} | same | same |",
         "",
-        f"Slack rows: {', '.join(mem_fit['slack_rows'])}.",
+        "The caching allocator's slack is fitted per regime to the allocator replayed over "
+        "traced steps (constraints/data/allocator_slack.json; benchmarks/replay_fit.py, "
+        "docs/replay_sweep.md), not to these rows; the rows that report max_memory_reserved or "
+        f"NVML used judge it below: {', '.join(mem_fit['slack_rows'])}.",
         "",
-        *_loo_lines(mem_fit),
         f"Chunked-CE rows: {', '.join(mem_fit['chunked_rows'])}.",
         "",
         "CUDA context (not fitted): the NVML rows "
@@ -344,13 +240,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     ]
     mem_fit = fit_memory(mem_cases)
     thr_fit = fit_throughput(thr_cases)
-    print(f"{FRAG} = {mem_fit[FRAG]}")
-    print(f"{FRAG_EXP} = {mem_fit[FRAG_EXP]}")
-    print(
-        f"leave-one-out median |error| on the reserved/NVML rows: allocator model "
-        f"{mem_fit['loo_new_median']:.1%}, flat fraction {mem_fit['loo_flat_median']:.1%} "
-        f"(flat fit {mem_fit['flat_fraction']})"
-    )
     print(f'LOSS_BYTES_PER_VOCAB["chunked"] = {mem_fit[CHUNKED]}')
     print(
         f"CUDA context implied by the NVML rows: {mem_fit['context_implied_mib']:.0f} MiB (check)"

@@ -7,11 +7,9 @@ semantics notes ("1200 ... with 4 divisions ... will be rounded to 1280").
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 
 from constraints import allocator as A
-from constraints import constants as C
 from constraints.breakdown import breakdown_of
 from constraints.config import TrainConfig
 from constraints.gpus import resolve_gpu
@@ -59,12 +57,49 @@ def test_own_segment_waste() -> None:
     assert A.rounding_slack([11 * MiB, 13 * MiB + 1, 1000]) == 1 * MiB + (1 * MiB - 1)
 
 
-def test_slack_is_the_mode_fraction_plus_other_streams() -> None:
-    dyn = np.array([10.0 * MiB, 10.0 * MiB])
-    exp = np.array([False, True])
-    got = A.allocator_slack(dyn, exp, np.array([3.0 * MiB, 0.0]))
-    assert got[0] == pytest.approx(C.ALLOCATOR_FRAGMENTATION_FRACTION * 10 * MiB + 3 * MiB)
-    assert got[1] == pytest.approx(C.ALLOCATOR_FRAGMENTATION_FRACTION_EXPANDABLE * 10 * MiB)
+def _fractions(monkeypatch: pytest.MonkeyPatch, default: float, expandable: float) -> None:
+    names = A.regime_names()
+    table = {
+        "default": dict.fromkeys(names, default),
+        "expandable": dict.fromkeys(names, expandable),
+    }
+    monkeypatch.setattr(A, "_slack_table", lambda: table)
+
+
+def _batch(**fields: object) -> object:
+    from constraints.config_batch import ConfigBatch
+
+    return ConfigBatch.from_configs([TrainConfig(**fields)])  # type: ignore[arg-type]
+
+
+def test_slack_is_the_regime_fraction_plus_other_streams() -> None:
+    table = A._slack_table()
+    dyn = 10.0 * MiB
+    plain = A.allocator_slack(dyn, _batch(attention="sdpa"), 3.0 * MiB)
+    assert plain[0] == pytest.approx(table["default"]["fused/nockpt/16bit/mixed"] * dyn + 3 * MiB)
+    both = _batch(attention="eager", checkpointing="full", expandable_segments=True)
+    assert A.allocator_slack(dyn, both)[0] == pytest.approx(
+        table["expandable"]["eager/ckpt/16bit/mixed"] * dyn
+    )
+    qlora = _batch(method="qlora", quant="nf4", checkpointing="selective")
+    assert A.allocator_slack(dyn, qlora)[0] == pytest.approx(
+        table["default"]["fused/ckpt/qlora/mixed"] * dyn
+    )
+    fp32 = _batch(recipe="fp32", attention="sdpa")
+    assert A.allocator_slack(dyn, fp32)[0] == pytest.approx(
+        table["default"]["fused/nockpt/16bit/fp32"] * dyn
+    )
+
+
+def test_the_slack_table_covers_every_regime_and_names_its_source() -> None:
+    import json
+
+    data = json.loads(A.SLACK_TABLE.read_text())
+    names = set(A.regime_names())
+    for mode in ("default", "expandable"):
+        assert set(data[mode]) == names
+        assert all(0.0 <= v <= 1.0 for v in data[mode].values())
+    assert "replay" in data["source"]
 
 
 def _slack(**fields: object) -> int:
@@ -82,8 +117,7 @@ def test_fsdp_caches_gather_buffers_on_another_stream(monkeypatch: pytest.Monkey
     """FSDP2 all-gathers each unit on its copy-in stream: that pool holds one unit's 16-bit
     gathered parameters the compute stream cannot reuse (plus the small reduce-scatter output
     shard); a single GPU has no such pool. Fragmentation off, only that term is left."""
-    monkeypatch.setattr(C, "ALLOCATOR_FRAGMENTATION_FRACTION", 0.0)
-    monkeypatch.setattr(C, "ALLOCATOR_FRAGMENTATION_FRACTION_EXPANDABLE", 0.0)
+    _fractions(monkeypatch, 0.0, 0.0)
     assert _slack() == 0
     fsdp = _slack(zero=3, dp=8, backend="fsdp2")
     layer_bf16 = LLAMA31_8B_LAYER * 2
@@ -91,8 +125,7 @@ def test_fsdp_caches_gather_buffers_on_another_stream(monkeypatch: pytest.Monkey
 
 
 def test_expandable_segments_use_their_own_fraction(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(C, "ALLOCATOR_FRAGMENTATION_FRACTION", 0.5)
-    monkeypatch.setattr(C, "ALLOCATOR_FRAGMENTATION_FRACTION_EXPANDABLE", 0.0)
+    _fractions(monkeypatch, 0.5, 0.0)
     assert _slack(expandable_segments=True) == 0
     assert _slack() > 0
 
