@@ -150,11 +150,12 @@ def fragmentation_fraction(expandable: np.ndarray, regime: tuple[np.ndarray, ...
 
 
 def batch_regime(batch: object) -> tuple[np.ndarray, ...]:
-    """(eager attention, checkpointed, quantised base, fp32 compute) of a ConfigBatch."""
+    """(eager attention, fully checkpointed, quantised base, fp32 compute) of a ConfigBatch."""
     b: Any = batch
     return (
         np.asarray(b.attention == CODE["attention"]["eager"]),
-        np.asarray(b.checkpointing != CODE["checkpointing"]["none"]),
+        # selective recompute (the attention core) is not in the replayed sweep: as without
+        np.asarray(b.checkpointing == CODE["checkpointing"]["full"]),
         np.asarray(b.quant != CODE["quant"]["none"]),
         np.asarray(b.compute_bytes >= 4),
     )

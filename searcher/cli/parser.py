@@ -18,6 +18,7 @@ from searcher.cli.only_command import OnlyCommand
 from searcher.cli.serve import register as register_serve
 from searcher.cli.speed_args import add_topology_args
 from searcher.cli.stack import add_stack_arg
+from searcher.cli.trace_args import depth_args, max_split_arg
 from searcher.cli.usage_parser import FitplanParser as _Parser
 from searcher.validate import file_name, integer, size
 
@@ -91,8 +92,8 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
         help="also trace two real training steps on fake tensors and replay the CUDA caching "
         "allocator over them (needs the measure extra)",
     )
-    _max_split_arg(p)
-    _depth_args(p)
+    max_split_arg(p)
+    depth_args(p)
     _report_args(p, force=True)
     p.add_argument(
         "--detail",
@@ -115,7 +116,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     model_args(p)
     gpu_args(p)
     config_args(p)
-    _depth_args(p)
+    depth_args(p)
     p.add_argument(
         "--adamw-impl",
         choices=["fused", "foreach"],
@@ -129,7 +130,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
         help="forward under torch.autocast in the compute dtype, as HF Trainer with bf16=True "
         "runs it (default: the recipe's)",
     )
-    _max_split_arg(p)
+    max_split_arg(p)
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(handler="searcher.cli.step:cmd_trace_step")
 
@@ -425,38 +426,3 @@ def _internal_error(err: BaseException) -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
-
-
-def _max_split_size_mb(text: str) -> int:
-    """PYTORCH_CUDA_ALLOC_CONF's max_split_size_mb: torch refuses 20 or less."""
-    if not text.isdigit() or int(text) <= 20:
-        raise argparse.ArgumentTypeError(
-            f"{text!r}: give a whole number of MiB above 20, e.g. 512 (torch refuses 20 or less)"
-        )
-    return int(text)
-
-
-def _max_split_arg(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--max-split-size-mb",
-        type=_max_split_size_mb,
-        default=None,
-        metavar="MB",
-        help="the traced step's caching allocator with PYTORCH_CUDA_ALLOC_CONF="
-        "max_split_size_mb:MB (cached blocks this large are not split for smaller requests)",
-    )
-
-
-def _depth_args(p: argparse.ArgumentParser) -> None:
-    depth = p.add_mutually_exclusive_group()
-    depth.add_argument(
-        "--full-depth",
-        action="store_true",
-        help="trace and replay every layer (the default)",
-    )
-    depth.add_argument(
-        "--fast",
-        action="store_true",
-        help="trace 3 and 4 layers and extrapolate: the allocated peak exactly, the reserved "
-        "peak with the 4-layer replay's slack (within about 7 %% of every layer replayed)",
-    )

@@ -39,6 +39,7 @@ from constraints.allocator_replay import AllocatorSettings, ReplayResult, replay
 from constraints.config import TrainConfig
 from constraints.models import ModelSpec
 from searcher.truth.step_build import build, check_supported, optimizer_for, torch_dtype
+from searcher.truth.step_replay import with_replay
 from searcher.truth.step_segments import _hooks, _segment
 
 #: HF Trainer's default gradient clipping (TrainingArguments.max_grad_norm)
@@ -379,7 +380,7 @@ def trace_step(
             spec.id, cfg, peak, moment, comp, 0, depth, (depth,), raw.paged, elapsed,
             [f"peak in segment {seg}"], raw.largest[seg],
         )  # fmt: skip
-        return _with_replay(trace, allocator, raw.replayed, raw.replayed, 0)
+        return with_replay(trace, allocator, raw.replayed, raw.replayed, 0)
     runs = []
     for n in TRACE_DEPTHS:
         small = with_layers(hf_config_dict, n)
@@ -389,55 +390,7 @@ def trace_step(
     (l2, a), (l3, b) = runs
     trace = _extrapolate(spec, cfg, depth, (l2, a), (l3, b), time.perf_counter() - start)
     extra = (depth - l3) / (l3 - l2)
-    return _with_replay(trace, allocator, a.replayed, b.replayed, extra)
-
-
-def _with_replay(
-    trace: StepTrace,
-    settings: AllocatorSettings | None,
-    shallow: ReplayResult | None,
-    deeper: ReplayResult | None,
-    extra: float,
-) -> StepTrace:
-    """The replayed peaks at the model's depth. From two traced depths (``extra``: layers beyond
-    the deeper trace, in units of the depth step) the replay's allocated peak is linear in the
-    depth and its slack (reserved − allocated) is the deeper trace's: which cached blocks serve
-    which request is not linear in the depth (the reserved peak itself extrapolated linearly
-    missed full-depth replays by −20 … +73 %; the deeper trace's slack by −6.5 … +0.3 %,
-    docs/allocator_replay.md)."""
-    if settings is None or shallow is None or deeper is None:
-        return trace
-    allocated = deeper.peak_allocated + round(
-        extra * (deeper.peak_allocated - shallow.peak_allocated)
-    )
-    trace.replayed_allocated_bytes = allocated
-    trace.peak_reserved_bytes = allocated + deeper.peak_reserved - deeper.peak_allocated
-    trace.segments_at_peak = len(deeper.segments_at_peak)
-    trace.allocator = settings.conf()
-    if deeper.oom_at is not None:
-        trace.oom_request_bytes = deeper.oom_request
-    if extra:
-        trace.notes.append(
-            "reserved: the extrapolated allocated peak plus the deeper trace's allocator slack "
-            "(without --fast every layer is traced and replayed)"
-        )
-    return trace
-
-    def grown(a: int, b: int) -> int:
-        return b + round(extra * (b - a))
-
-    trace.peak_reserved_bytes = grown(shallow.peak_reserved, deeper.peak_reserved)
-    trace.replayed_allocated_bytes = grown(shallow.peak_allocated, deeper.peak_allocated)
-    trace.segments_at_peak = len(deeper.segments_at_peak)
-    trace.allocator = settings.conf()
-    if deeper.oom_at is not None:
-        trace.oom_request_bytes = deeper.oom_request
-    if extra:
-        trace.notes.append(
-            "reserved extrapolated linearly in the depth like the allocated peak "
-            "(--full-depth replays every layer)"
-        )
-    return trace
+    return with_replay(trace, allocator, a.replayed, b.replayed, extra)
 
 
 def _extrapolate(

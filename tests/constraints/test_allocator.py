@@ -81,7 +81,7 @@ def test_slack_is_the_regime_fraction_plus_other_streams() -> None:
     assert A.allocator_slack(dyn, both)[0] == pytest.approx(
         table["expandable"]["eager/ckpt/16bit/mixed"] * dyn
     )
-    qlora = _batch(method="qlora", quant="nf4", checkpointing="selective")
+    qlora = _batch(method="qlora", quant="nf4", checkpointing="full")
     assert A.allocator_slack(dyn, qlora)[0] == pytest.approx(
         table["default"]["fused/ckpt/qlora/mixed"] * dyn
     )
