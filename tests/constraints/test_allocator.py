@@ -64,6 +64,8 @@ def _fractions(monkeypatch: pytest.MonkeyPatch, default: float, expandable: floa
         "expandable": dict.fromkeys(names, expandable),
     }
     monkeypatch.setattr(A, "_slack_table", lambda: table)
+    monkeypatch.setattr(A, "MULTI_GPU_FRACTION", default)
+    monkeypatch.setattr(A, "MULTI_GPU_FRACTION_EXPANDABLE", expandable)
 
 
 def _batch(**fields: object) -> object:
@@ -100,6 +102,9 @@ def test_the_slack_table_covers_every_regime_and_names_its_source() -> None:
         assert set(data[mode]) == names
         assert all(0.0 <= v <= 1.0 for v in data[mode].values())
     assert "replay" in data["source"]
+    # recomputing a checkpointed layer between gradients fragments more than a step without it
+    for e in ("eager", "fused"):
+        assert data["default"][f"{e}/ckpt/16bit/mixed"] > data["default"][f"{e}/nockpt/16bit/mixed"]
 
 
 def _slack(**fields: object) -> int:

@@ -139,7 +139,11 @@ def test_t5_full_checkpointing_keeps_no_more_than_selective(model: str, seq_len:
     arr = memory_arrays(catalog_model(model), ConfigBatch.from_configs(cfgs), GPU)
     none, selective, full = arr["activations_saved_all_layers"] + arr["activations_recompute"]
     assert full <= selective <= none
-    assert (arr["total"][2] <= arr["total"][1] <= arr["total"][0]).all()
+    # allocated, not reserved: recomputing every layer in the backward fragments the caching
+    # allocator more than a step without (constraints/allocator.py, replayed), so where full
+    # checkpointing saves little over selective its reserved peak may be the higher one
+    allocated = arr["total"] - arr["allocator_slack"]
+    assert allocated[2] <= allocated[1] <= allocated[0]
 
 
 @SETTINGS
