@@ -227,15 +227,20 @@ def apply(cfg: TrainConfig, change: Change) -> TrainConfig | None:
 
 
 def with_backend(cfg: TrainConfig, change: Change, new: TrainConfig) -> Change:
-    """The change, plus ``backend`` where applying it moved the backend, and ``recipe`` where the
-    change names a distributed engine and the plan's recipe is not the engine's default (so the
-    flags, added to the command line, make the configuration the lever was costed on)."""
+    """The change, plus ``backend`` where applying it moved the backend, ``recipe`` where the
+    change names a distributed engine and the plan's recipe is not the engine's default, and
+    ``checkpointing`` where it switches to QLoRA (so the flags, added to the command line, make
+    the configuration the lever was costed on)."""
     out = dict(change)
     if new.backend != cfg.backend and "backend" not in change:
         out["backend"] = new.backend
     engine = any(k in change for k in ENGINE_KNOBS)
     if engine and "recipe" not in change and cfg.recipe != DEFAULT_RECIPE:
         out["recipe"] = cfg.recipe
+    if new.method == "qlora" and cfg.method != "qlora" and "checkpointing" not in change:
+        # a QLoRA plan that names no checkpointing takes prepare_model_for_kbit_training's
+        # (on): the lever was costed with the plan's own
+        out["checkpointing"] = new.checkpointing
     return out
 
 

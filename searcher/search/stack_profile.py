@@ -152,7 +152,21 @@ def fill_defaults(
     if "attention" not in given:
         fields["attention"] = "sdpa"
         filled.append("attention")
+    if _kbit_prepared(profile, fields, given) and "checkpointing" not in given:
+        # peft utils/other.py prepare_model_for_kbit_training(model, use_gradient_checkpointing=True)
+        fields["checkpointing"] = "full"
+        filled.append("checkpointing")
     return tuple(filled)
+
+
+def _kbit_prepared(profile: StackProfile, fields: dict[str, object], given: frozenset[str]) -> bool:
+    """Whether the stack runs PEFT's prepare_model_for_kbit_training on this plan: QLoRA under
+    the HF Trainer + PEFT with PEFT's fp32 adapters."""
+    return (
+        profile.framework == HF
+        and fields.get("method") == "qlora"
+        and (fields.get("adapter_dtype") in (None, "fp32") or "adapter_dtype" not in given)
+    )
 
 
 def assumed_lines(
@@ -187,6 +201,11 @@ def assumed_lines(
         out.append(f"adapters {dtype} ({why})")
         if bool(ConfigBatch.from_configs([cfg]).kbit_prepared[0]):
             out.append("prepare_model_for_kbit_training: the non-quantised parameters in fp32")
+    if "checkpointing" in filled:
+        out.append(
+            "gradient checkpointing on (prepare_model_for_kbit_training's "
+            "use_gradient_checkpointing=True)"
+        )
     if cfg.attention == "sdpa":
         kernel = sdpa_kernel(gpu, compute, spec.head_dim)
         why = " (transformers' default attn_implementation)" if "attention" in filled else ""

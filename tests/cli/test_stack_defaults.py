@@ -244,3 +244,28 @@ def test_the_pick_is_explained_on_the_searched_network(capsys: pytest.CaptureFix
     row = next(ln for ln in out.splitlines() if "▶" in ln)
     tokens = row.split("│")[-3].strip()
     assert f"{tokens} in all" in out
+
+
+def test_qlora_takes_the_checkpointing_prepare_model_for_kbit_training_turns_on(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """PEFT's prepare_model_for_kbit_training(model) enables gradient checkpointing unless told
+    otherwise (use_gradient_checkpointing=True): a QLoRA plan that names none has it, and says so;
+    one that names it keeps what it names."""
+    peft = pytest.importorskip("peft")
+    import inspect
+
+    default = inspect.signature(peft.prepare_model_for_kbit_training).parameters
+    assert default["use_gradient_checkpointing"].default is True
+    argv = ["explain", "--model", "llama-3.2-1b", "--gpu", "t4", "--method", "qlora", "--json"]
+    main(argv)
+    out = json.loads(capsys.readouterr().out)
+    assert out["config"]["checkpointing"] == "full"
+    assert any("use_gradient_checkpointing=True" in a for a in out["assumed"])
+    main([*argv, "--checkpointing", "none"])
+    pinned = json.loads(capsys.readouterr().out)
+    assert pinned["config"]["checkpointing"] == "none"
+    assert not any("use_gradient_checkpointing" in a for a in pinned["assumed"])
+    # LoRA without quantisation is not prepared: the Trainer's default (off) stays
+    main(["explain", "--model", "llama-3.2-1b", "--gpu", "t4", "--method", "lora", "--json"])
+    assert json.loads(capsys.readouterr().out)["config"]["checkpointing"] == "none"

@@ -70,10 +70,10 @@ def test_printed_flags_make_the_costed_configuration(base):
 
 def _argv_of(cfg: TrainConfig, model: str, gpu: str) -> list[str]:
     """The explain command line that makes ``cfg`` (every field that differs from the default;
-    the recipe and attention always, since explain fills them from the stack)."""
+    the recipe, attention and checkpointing always, since explain fills them from the stack)."""
     default = TrainConfig().model_dump()
     argv = ["--model", model, "--gpu", gpu, "--gpus", str(cfg.gpus)]
-    named = ("backend", "recipe", "attention")
+    named = ("backend", "recipe", "attention", "checkpointing")
     for field, value in cfg.model_dump().items():
         if field == "dp" or (field not in named and value == default[field]):
             continue
