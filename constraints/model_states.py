@@ -111,6 +111,26 @@ def trainable_params(spec: ModelSpec, batch: ConfigBatch) -> np.ndarray:
     return out
 
 
+def largest_trainable_tensor(
+    spec: ModelSpec, batch: ConfigBatch, p_train: np.ndarray
+) -> np.ndarray:
+    """Elements of the largest trainable tensor: the model's largest under full fine-tuning; under
+    LoRA the largest adapter matrix, rank × the wider side of a targeted linear (A is rank × in,
+    B out × rank; PEFT tuners/lora/layer.py). What one-tensor-at-a-time steps hold (Adafactor's
+    update, an offloaded gradient's staging buffer)."""
+    facts = model_facts(spec)
+    out = np.minimum(float(facts.largest_tensor), p_train)
+    lora = batch.is_lora
+    if spec.raw_params is not None or not lora.any():
+        return out
+    for t, name in enumerate(batch.target_names):
+        sel = lora & (batch.targets == t)
+        if sel.any():
+            widest = max((max(g.d_in, g.d_out) for g, _n in _lora_groups(spec, name)), default=0)
+            out[sel] = np.minimum(batch.rank[sel] * float(widest), p_train[sel])
+    return out
+
+
 def _small_trainable(spec: ModelSpec, batch: ConfigBatch) -> np.ndarray:
     """Trainable elements in tensors under bitsandbytes' min_8bit_size (kept in 32-bit state)."""
     facts = model_facts(spec)
@@ -313,7 +333,9 @@ def gradient_parts(
     grad_buckets = np.where(
         offload_opt,
         # the staging buffer of the largest trainable tensor (an adapter matrix under LoRA)
-        np.maximum(grad_buckets, np.minimum(f.largest_tensor, p_train) * batch.grad_bytes / tp),
+        np.maximum(
+            grad_buckets, largest_trainable_tensor(spec, batch, p_train) * batch.grad_bytes / tp
+        ),
         grad_buckets,
     )
     # A tied embedding is one leaf used twice: the head's weight gradient (computed first in
@@ -393,7 +415,7 @@ def optimizer_parts(
     )
     step_adafactor = np.where(
         _OPT_FACTORED[opt],
-        adafactor_per_element * np.minimum(f.largest_tensor, p_train) / tp,
+        adafactor_per_element * largest_trainable_tensor(spec, batch, p_train) / tp,
         0.0,
     )
     step_transient = np.where(

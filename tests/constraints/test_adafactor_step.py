@@ -32,3 +32,28 @@ def test_adafactor_step_holds_the_largest_tensors_fp32_copies(
     cfg = TrainConfig(method="full", optimizer="adafactor", recipe=recipe, backend="single")
     parts = explain(catalog_model("falcon-7b"), cfg, resolve_gpu("h100")).breakdown.parts
     assert parts["optimizer_step_transient"] == pytest.approx(per_element * EMBEDDING)
+
+
+@pytest.mark.parametrize(
+    ("rank", "targets", "widest"), [(16, "all-linear", 8192), (8, "attention", 2048)]
+)
+def test_adafactor_steps_lora_one_adapter_matrix_at_a_time(
+    rank: int, targets: str, widest: int
+) -> None:
+    """Under LoRA the tensors Adafactor steps are the adapters: its update is as large as the
+    largest adapter matrix, rank × the wider side of a targeted linear (Llama-3.2-1B's config:
+    hidden 2048, intermediate 8192: B of gate/up_proj is 8192 × r, A of down_proj r × 8192),
+    not as large as all the adapters together (11.3M elements at r16 all-linear)."""
+    from constraints.config_batch import ConfigBatch
+    from constraints.model_states import model_share, optimizer_parts, trainable_params
+
+    spec = catalog_model("llama-3.2-1b")
+    cfg = TrainConfig(
+        method="lora", lora_rank=rank, lora_targets=targets, optimizer="adafactor",
+        recipe="bf16-torch", adapter_dtype="fp32", backend="single",
+    )  # fmt: skip
+    batch = ConfigBatch.from_configs([cfg])
+    p_train = trainable_params(spec, batch)
+    parts = optimizer_parts(spec, batch, p_train, model_share(spec, batch))
+    # fp32 adapters and gradients: the update and its square, 8 B per element
+    assert parts["optimizer_step_transient"][0] == pytest.approx(8 * rank * widest)
