@@ -191,3 +191,28 @@ def allocator_slack(
         fragmentation_fraction(expandable, batch_regime(batch)),
     )
     return fraction * dynamic + other_stream_cached
+
+
+def slack_basis(cfg: object) -> tuple[float, str]:
+    """The fraction of the step's allocated-and-freed bytes one configuration's slack is, and
+    where it comes from, in words (what explain says under its table)."""
+    from constraints.config_batch import ConfigBatch
+
+    c: Any = cfg
+    batch = ConfigBatch.from_configs([c])
+    expandable = bool(batch.expandable[0])
+    segments = "expandable segments" if expandable else "default segments"
+    if c.gpus > 1:
+        fraction = MULTI_GPU_FRACTION_EXPANDABLE if expandable else MULTI_GPU_FRACTION
+        return fraction, f"{segments}; steps on several GPUs keep the flat fraction"
+    regime = batch_regime(batch)
+    fraction = float(fragmentation_fraction(np.array([expandable]), regime)[0])
+    eager, checkpointed, quantised, fp32 = (bool(r[0]) for r in regime)
+    words = [
+        "eager attention" if eager else "fused attention",
+        "full checkpointing" if checkpointed else "no full checkpointing",
+        "quantised base" if quantised else "16-bit base",
+        "fp32 compute" if fp32 else "mixed precision",
+        segments,
+    ]
+    return fraction, ", ".join(words) + "; fitted to PyTorch's caching allocator replayed"

@@ -112,6 +112,7 @@ def print_explanation(
         f"context and NCCL buffers); max_memory_allocated {size(b.allocated)} (less the "
         f"allocator's slack too); static (weights + gradients + optimizer) {size(b.static)}"
     )
+    out.print(_slack_line(e, size))
     if b.paged_optimizer:
         out.print(
             f"paged optimizer states (unified memory, beside the peak): {size(b.paged_optimizer)}"
@@ -358,3 +359,16 @@ def print_fits(rows: list[Any], gpu: Any, seq_len: int, out: Console | None = No
         ]
         table.add_row(r.model, fmt_count(r.params), *cells)
     out.print(table)
+
+
+def _slack_line(e: Any, size: Any) -> str:
+    """What the allocator slack is a fraction of, and why that fraction."""
+    from constraints.allocator import slack_basis
+    from constraints.memory import DYNAMIC_PARTS
+
+    fraction, why = slack_basis(e.config)
+    dynamic = sum(e.breakdown.parts.get(k, 0) for k in DYNAMIC_PARTS)
+    return (
+        f"allocator slack: {fraction:.1%} of the {size(dynamic)} the step allocates and frees "
+        f"({why})"
+    )

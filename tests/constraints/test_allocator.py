@@ -142,3 +142,22 @@ def test_the_tracer_rounds_as_the_allocator() -> None:
     peak = Peak(blocks=[Block(11 * MiB, "activations", "forward"), Block(512, "inputs", "setup")])
     assert peak.rounding_slack() == 1 * MiB
     assert peak.rounding_slack(expandable=True) == 0
+
+
+def test_explain_says_what_the_slack_is_a_fraction_of(capsys: pytest.CaptureFixture[str]) -> None:
+    """The line under explain's table: the regime's fraction (the table's), of the step's
+    allocated-and-freed bytes, and why; several GPUs keep the flat fraction."""
+    from searcher.cli import main
+
+    table = A._slack_table()
+    fraction, why = A.slack_basis(
+        TrainConfig(attention="eager", checkpointing="full", recipe="bf16-torch")
+    )
+    assert fraction == table["default"]["eager/ckpt/16bit/mixed"]
+    assert "eager attention" in why and "full checkpointing" in why and "replayed" in why
+    flat, why = A.slack_basis(TrainConfig(zero=3, dp=8))
+    assert flat == A.MULTI_GPU_FRACTION and "several GPUs" in why
+    main(["explain", "--model", "llama-3.2-1b", "--gpu", "t4", "--checkpointing", "full"])
+    out = capsys.readouterr().out
+    expected = table["default"]["fused/ckpt/16bit/mixed"]
+    assert f"allocator slack: {expected:.1%} of the" in " ".join(out.split())
