@@ -33,7 +33,7 @@ MEDIAN_NOW = 0.06
 BERT_NVML_MISS = (
     "the allocator slack is fitted to the caching allocator replayed over traced decoder steps "
     "(torch 2.13), not to these rows; the transformers guide's BERT-large NVML rows (2022, torch "
-    "1.x, dropout 0.1 everywhere, no such step in the replayed sweep) read -15 ... +8 %"
+    "1.x, transformers' own AdamW, an encoder the sweep does not trace) read -15 ... +8 %"
 )
 TARGET_WORST = 0.15
 TARGET_THROUGHPUT_MEDIAN = 0.15
