@@ -9,29 +9,32 @@ the lowest address with room and only whole free pages are unmapped (pytorch
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
+
 from constraints.allocator_blocks import EXPANDABLE_ADDRESS_SPACE, Block, Pool
 
 
-class ExpandableSegments:
-    """The expandable-segment half of the allocator; the other half supplies the bookkeeping."""
+class ExpandableSegments(ABC):
+    """The expandable-segment half of the allocator; the other half (CachingAllocator) supplies
+    the bookkeeping hooks below."""
 
     _next_address: int
     _expandable_heads: dict[bool, Block]
 
-    def _fits(self, nbytes: int) -> bool:
-        raise NotImplementedError
+    @abstractmethod
+    def _fits(self, nbytes: int) -> bool: ...
 
-    def _grow(self, nbytes: int) -> None:
-        raise NotImplementedError
+    @abstractmethod
+    def _grow(self, nbytes: int) -> None: ...
 
-    def _try_merge(self, dst: Block, src: Block | None, pool: Pool) -> int:
-        raise NotImplementedError
+    @abstractmethod
+    def _try_merge(self, dst: Block, src: Block | None, pool: Pool) -> int: ...
 
-    def _replace_head(self, old: Block, new: Block) -> None:
-        raise NotImplementedError
+    @abstractmethod
+    def _replace_head(self, old: Block, new: Block) -> None: ...
 
-    def _shrink(self, nbytes: int) -> None:
-        raise NotImplementedError
+    @abstractmethod
+    def _shrink(self, nbytes: int) -> None: ...
 
     def _find_expandable_block(self, pool: Pool, size: int) -> Block:
         """The lowest-address run of free and unmapped blocks with room for ``size``."""
