@@ -24,7 +24,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from trace_sweep import _key, _model, draw_configs
+from trace_sweep import _key, _model, csv_rows, draw_configs
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS_DIR = ROOT / "benchmarks" / "results"
@@ -63,11 +63,7 @@ def _files() -> list[Path]:
 
 
 def stored_rows() -> list[dict[str, Any]]:
-    rows: list[dict[str, Any]] = []
-    for path in _files():
-        with path.open(encoding="utf-8") as f:
-            rows += list(csv.DictReader(f))
-    return rows
+    return csv_rows(_files())
 
 
 def replay_row(model: str, cfg: dict[str, Any]) -> dict[str, Any]:

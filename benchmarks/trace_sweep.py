@@ -190,12 +190,17 @@ def _shard_files() -> list[Path]:
     return sorted(RESULTS_DIR.glob("trace_sweep*.csv"))
 
 
-def _all_rows() -> list[dict[str, Any]]:
+def csv_rows(paths: list[Path]) -> list[dict[str, Any]]:
+    """Every row of these CSV files (a sweep's shards), in order."""
     rows: list[dict[str, Any]] = []
-    for path in _shard_files():
+    for path in paths:
         with path.open(encoding="utf-8") as f:
             rows += list(csv.DictReader(f))
     return rows
+
+
+def _all_rows() -> list[dict[str, Any]]:
+    return csv_rows(_shard_files())
 
 
 def _done() -> set[str]:

@@ -37,6 +37,15 @@ class Block:
     def is_split(self) -> bool:
         return self.prev is not None or self.next is not None
 
+    def splice(self, before: Block | None, after: Block | None) -> None:
+        """Link this block between ``before`` and ``after`` of its segment (``Block::splice``)."""
+        if before is not None:
+            before.next = self
+        self.prev = before
+        if after is not None:
+            after.prev = self
+        self.next = after
+
 
 def _size_order(b: Block) -> tuple[int, int]:
     return (b.size, b.ptr)

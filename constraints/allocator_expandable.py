@@ -78,12 +78,8 @@ class ExpandableSegments(ABC):
                 to_map.segment,
                 mapped=False,
                 expandable=True,
-                prev=to_map,
-                next=to_map.next,
             )
-            if to_map.next is not None:
-                to_map.next.prev = rest
-            to_map.next = rest
+            rest.splice(to_map, to_map.next)
             pool.unmapped.add(rest)
             to_map.size = mapped
         self._try_merge(to_map, to_map.prev, pool)
@@ -115,33 +111,13 @@ class ExpandableSegments(ABC):
             return
         pool.blocks.remove(block)
         if begin > block.ptr:
-            before = Block(
-                block.ptr,
-                begin - block.ptr,
-                pool,
-                base,
-                expandable=True,
-                prev=block.prev,
-                next=block,
-            )
-            if block.prev is not None:
-                block.prev.next = before
+            before = Block(block.ptr, begin - block.ptr, pool, base, expandable=True)
+            before.splice(block.prev, block)
             self._replace_head(block, before)
-            block.prev = before
             pool.blocks.add(before)
         if block.ptr + block.size > end:
-            after = Block(
-                end,
-                block.ptr + block.size - end,
-                pool,
-                base,
-                expandable=True,
-                prev=block,
-                next=block.next,
-            )
-            if block.next is not None:
-                block.next.prev = after
-            block.next = after
+            after = Block(end, block.ptr + block.size - end, pool, base, expandable=True)
+            after.splice(block, block.next)
             pool.blocks.add(after)
         block.ptr, block.size, block.mapped = begin, end - begin, False
         self._try_merge(block, block.prev, pool)

@@ -185,21 +185,10 @@ class CachingAllocator(ExpandableSegments):
         if split:
             remaining = block
             block = Block(
-                block.ptr,
-                size,
-                remaining.pool,
-                remaining.segment,
-                expandable=remaining.expandable,
-                prev=remaining.prev,
-                next=remaining,
+                block.ptr, size, remaining.pool, remaining.segment, expandable=remaining.expandable
             )
-            if block.prev is not None:
-                block.prev.next = block
-            if self._segment_heads.get(remaining.segment) is remaining:
-                self._segment_heads[remaining.segment] = block
-            if self._expandable_heads.get(remaining.pool.is_small) is remaining:
-                self._expandable_heads[remaining.pool.is_small] = block
-            remaining.prev = block
+            block.splice(remaining.prev, remaining)
+            self._replace_head(remaining, block)
             remaining.ptr += size
             remaining.size -= size
             remaining.pool.blocks.add(remaining)
