@@ -34,6 +34,11 @@ METHODS: tuple[Method, ...] = ("full", "lora", "qlora")
 CHECKPOINTING = ("none", "selective", "full")
 ATTENTION = ("flash", "sdpa", "eager")
 LOSSES = ("standard", "chunked", "fused", "standard-held")
+#: the causal-LM loss code of the transformers release that runs the standard loss
+#: (constraints/logits.py): ForCausalLMLoss padding the labels (>= 4.49), ForCausalLMLoss
+#: upcasting the returned logits and copying their shifted slice (4.46-4.48), the model upcasting
+#: its logits and copying the shifted slice (<= 4.45)
+LOSS_CHAINS = ("padded-labels", "shifted-upcast", "shifted-fp32-logits")
 OFFLOADS = ("none", "optimizer", "all")
 #: kernel stacks (constraints/kernels.py): PyTorch eager, torch.compile (inductor), Transformer
 #: Engine fused modules (Megatron / NeMo), Liger kernels (fused norm, SwiGLU, RoPE, linear-CE)
@@ -66,6 +71,7 @@ _INT_COLUMNS = (
     "checkpointing",
     "attention",
     "loss",
+    "loss_chain",
     "zero",
     "offload",
     "tp",
@@ -143,6 +149,9 @@ class TrainConfig(Record):
     #: ``no_sync`` (HF Trainer / accelerate without sync_each_batch, Lightning Fabric's
     #: no_backward_sync), which holds every FSDP unit's gradient unsharded until the last
     grad_sync: Literal["each-micro-batch", "last-micro-batch"] = "each-micro-batch"
+    #: the standard loss's code path, by transformers release (LOSS_CHAINS; the stack profile
+    #: reads it from the installed or named transformers)
+    loss_chain: Literal["padded-labels", "shifted-upcast", "shifted-fp32-logits"] = "padded-labels"
     # ---- issue 11: the training framework (constraints/backends.py); None = inferred
     backend: Literal["single", "ddp", "deepspeed", "fsdp2", "fsdp1", "megatron"] | None = None
     # ---- speed knobs (issue 12): they change the step time, not the memory ----
@@ -323,6 +332,7 @@ class TrainConfig(Record):
             "checkpointing": CODE["checkpointing"][self.checkpointing],
             "attention": CODE["attention"][self.attention],
             "loss": CODE["loss"][self.loss],
+            "loss_chain": LOSS_CHAINS.index(self.loss_chain),
             "zero": self.zero,
             "offload": CODE["offload"][self.offload],
             "tp": self.tp,
@@ -355,6 +365,7 @@ CODE: dict[str, dict[str, int]] = {
     "checkpointing": {c: i for i, c in enumerate(CHECKPOINTING)},
     "attention": {a: i for i, a in enumerate(ATTENTION)},
     "loss": {x: i for i, x in enumerate(LOSSES)},
+    "loss_chain": {x: i for i, x in enumerate(LOSS_CHAINS)},
     "offload": {o: i for i, o in enumerate(OFFLOADS)},
     "optimizer": {o: i for i, o in enumerate(OPTIMIZER_NAMES)},
     "quant": {q: i for i, q in enumerate(QUANT_NAMES)},

@@ -21,6 +21,7 @@ from constraints.config import (
     DTYPE_NAMES,
     FP8_RECIPES,
     KERNELS,
+    LOSS_CHAINS,
     LOSSES,
     METHODS,
     MODEL_CODES,
@@ -62,6 +63,7 @@ class ConfigBatch:
     checkpointing: np.ndarray
     attention: np.ndarray
     loss: np.ndarray
+    loss_chain: np.ndarray
     zero: np.ndarray
     offload: np.ndarray
     tp: np.ndarray
@@ -134,6 +136,7 @@ class ConfigBatch:
             checkpointing=CHECKPOINTING[int(self.checkpointing[i])],  # type: ignore[arg-type]
             attention=ATTENTION[int(self.attention[i])],  # type: ignore[arg-type]
             loss=LOSSES[int(self.loss[i])],  # type: ignore[arg-type]
+            loss_chain=LOSS_CHAINS[int(self.loss_chain[i])],  # type: ignore[arg-type]
             zero=int(self.zero[i]),
             offload=OFFLOADS[int(self.offload[i])],  # type: ignore[arg-type]
             tp=int(self.tp[i]),

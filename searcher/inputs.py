@@ -291,7 +291,9 @@ def explain_config(args: argparse.Namespace):
     fields, notes = config_fields_from_args(args, spec, gpu)
     # compute dtype and attention set for a card without bf16 / flash are defaults too
     given = frozenset(k for k in fields if getattr(args, k, None) is not None)
-    profile = StackProfile.resolve(framework_of(getattr(args, "emit", None)))
+    from searcher.cli.stack import named_versions
+
+    profile = StackProfile.resolve(framework_of(getattr(args, "emit", None)), named_versions(args))
     filled = fill_defaults(profile, fields, given)
     fields.setdefault("seq_len", default_seq_len(spec))
     check_seq_len(spec, fields["seq_len"], args.allow_long_seq)
@@ -392,4 +394,13 @@ def search_problem(args: argparse.Namespace, spec=None, gpu=None):
         cpu_ram_per_node=parse_size(args.cpu_ram) if args.cpu_ram else DEFAULT_CPU_RAM_PER_NODE,
         gpus_per_node=gpus_per_node,
         pins=pins,
+        loss_chain=_loss_chain(args),
     )
+
+
+def _loss_chain(args: argparse.Namespace) -> str:
+    """The standard loss's code path of the installed (or ``--transformers``) release."""
+    from searcher.cli.stack import named_versions
+    from searcher.search.stack_profile import StackProfile
+
+    return StackProfile.resolve(named=named_versions(args)).loss_chain()

@@ -197,8 +197,16 @@ def run_cli_search(args: argparse.Namespace, stack: Any = None, *, keep_to_emit:
     problem = search_problem(args)
     # what a plan needs depends on the framework of the launch files it is written for
     emit = getattr(args, "emit", None)
+    from searcher.cli.stack import named_versions
+    from searcher.search.stack_profile import StackProfile
+
+    framework = framework_of(emit)
+    profile = StackProfile.resolve(framework, named_versions(args))
     problem = dataclasses.replace(
-        problem, framework=framework_of(emit), emit_format=emit if keep_to_emit else None
+        problem,
+        framework=framework,
+        emit_format=emit if keep_to_emit else None,
+        loss_chain=profile.loss_chain(),
     )
     if stack is not None:
         problem = dataclasses.replace(problem, stack=stack.packages)
@@ -276,7 +284,7 @@ def cmd_search(args: argparse.Namespace) -> int:
         from searcher.cli.verify import verify_front
 
         verified = verify_front(args, result)
-    assumed = _search_assumed(result, args.pick)
+    assumed = _search_assumed(result, args)
     if args.json:
         out = {**result_json(result, args.tokens), "assumed": assumed}
         if verified is not None:
@@ -312,19 +320,21 @@ def cmd_search(args: argparse.Namespace) -> int:
     return 0 if result.front else 1
 
 
-def _search_assumed(result: Any, pick: int | None) -> list[str]:
+def _search_assumed(result: Any, args: argparse.Namespace) -> list[str]:
     """What the pick takes from the stack (searcher.search.stack_profile): the knobs the search chose
     or the user pinned are not assumptions."""
     if not result.front:
         return []
     from constraints.config import TrainConfig
+    from searcher.cli.stack import named_versions
     from searcher.search.stack_profile import StackProfile, assumed_lines
 
+    pick = args.pick
     problem = result.problem
     member = result.front[min(max(pick or 1, 1), len(result.front)) - 1]
-    chosen = frozenset(TrainConfig.model_fields) - {"adapter_dtype", "loss"}
+    chosen = frozenset(TrainConfig.model_fields) - {"adapter_dtype", "loss", "loss_chain"}
     given = chosen | frozenset(problem.pins)
-    profile = StackProfile.resolve(problem.framework)
+    profile = StackProfile.resolve(problem.framework, named_versions(args))
     return assumed_lines(profile, member.config, problem.gpu, problem.model, (), given)
 
 

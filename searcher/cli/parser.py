@@ -17,7 +17,7 @@ from searcher.cli.launch import register as register_launch
 from searcher.cli.only_command import OnlyCommand
 from searcher.cli.serve import register as register_serve
 from searcher.cli.speed_args import add_topology_args
-from searcher.cli.stack import add_stack_arg
+from searcher.cli.stack import add_stack_arg, add_versions_arg
 from searcher.cli.trace_args import depth_args, max_split_arg
 from searcher.cli.usage_parser import FitplanParser as _Parser
 from searcher.validate import file_name, integer, size
@@ -85,6 +85,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     config_args(p)
     add_topology_args(p)
     add_stack_arg(p)
+    add_versions_arg(p)
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument(
         "--exact",
@@ -145,6 +146,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     search_args(p)
     config_args(p, search=True)
     add_stack_arg(p)
+    add_versions_arg(p)
     p.add_argument(
         "--detail",
         action="store_true",

@@ -86,6 +86,8 @@ class SearchProblem:
     #: the launch format the plan is written for (``--emit``): unpinned, the backends keep to
     #: those it writes, so the front holds plans it can express; None: every format's
     emit_format: str | None = None
+    #: the standard loss's code path of the stack's transformers (TrainConfig.loss_chain)
+    loss_chain: str = "padded-labels"
 
     def __post_init__(self) -> None:
         if self.max_gpus < 1:
@@ -302,6 +304,7 @@ def static_variants(problem: SearchProblem) -> list[dict[str, Any]]:
                     "checkpointing": ckpt,
                     "attention": v["attention"][0],
                     "loss": loss,
+                    "loss_chain": problem.loss_chain,
                     "optimizer_in_backward": oib,
                     # speed knobs and the segment mode: not searched, pinned or their defaults
                     **{k: problem.pins[k] for k in PINNED_ONLY if k in problem.pins},

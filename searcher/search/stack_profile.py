@@ -17,6 +17,10 @@ Each default is what the released code does, read at the version named:
   else math. The flash and memory-efficient kernels save the same tensors (output and log-sum-exp);
   math saves the probabilities like eager attention.
 - one GPU: the HF Trainer runs the model itself, no DeepSpeed or FSDP unless asked.
+- the causal-LM loss: transformers >= 4.49 pads the labels (loss/loss_utils.py ``ForCausalLMLoss``,
+  PR #35646); 4.46-4.48 upcast the returned logits in ``ForCausalLMLoss`` and copy the shifted
+  slice; <= 4.45 upcast them in the model's forward and copy the shifted slice
+  (constraints/logits.py ``loss_forward_bytes``).
 """
 
 from __future__ import annotations
@@ -65,8 +69,26 @@ def installed_version(package: str) -> str | None:
 
 
 def _major(version: str) -> int:
-    head = version.split(".", 1)[0]
-    return int(head) if head.isdigit() else 0
+    return release(version)[0]
+
+
+def release(version: str) -> tuple[int, int]:
+    """(major, minor) of a version string such as ``4.46.0.dev0``; missing parts read 0."""
+    parts = []
+    for piece in version.split(".")[:2]:
+        digits = ""
+        for ch in piece:
+            if not ch.isdigit():
+                break
+            digits += ch
+        parts.append(int(digits) if digits else 0)
+    while len(parts) < 2:
+        parts.append(0)
+    return parts[0], parts[1]
+
+
+#: the first transformers release of each causal-LM loss code (TrainConfig.loss_chain), newest first
+LOSS_CHAIN_SINCE = (((4, 49), "padded-labels"), ((4, 46), "shifted-upcast"))
 
 
 @frozen
@@ -77,16 +99,36 @@ class StackProfile:
     framework: str
     versions: dict[str, str]
     installed: tuple[str, ...]
+    #: the packages whose version the user named (they count as installed)
+    named: tuple[str, ...] = ()
 
     @classmethod
-    def resolve(cls, framework: str = HF) -> StackProfile:
+    def resolve(cls, framework: str = HF, named: dict[str, str] | None = None) -> StackProfile:
+        """The installed versions, else fitplan's reference releases; ``named`` (package →
+        version, e.g. from ``--transformers``) replaces both."""
         versions, installed = {}, []
-        for package, release in RELEASES.items():
-            found = installed_version(package)
-            versions[package] = found or release
+        for package, reference in RELEASES.items():
+            found = (named or {}).get(package) or installed_version(package)
+            versions[package] = found or reference
             if found:
                 installed.append(package)
-        return cls(framework=framework, versions=versions, installed=tuple(installed))
+        return cls(
+            framework=framework,
+            versions=versions,
+            installed=tuple(installed),
+            named=tuple(sorted(named or {})),
+        )
+
+    def loss_chain(self) -> str:
+        """The standard causal-LM loss's code path (TrainConfig.loss_chain) of this stack's
+        transformers; torchtune runs its own loss (the newest chain's bytes)."""
+        if self.framework != HF:
+            return "padded-labels"
+        version = release(self.versions["transformers"])
+        for since, chain in LOSS_CHAIN_SINCE:
+            if version >= since:
+                return chain
+        return "shifted-fp32-logits"
 
     def loads_checkpoint_dtype(self) -> bool:
         """Whether a model loaded without a dtype takes its checkpoint's 16-bit dtype."""
@@ -117,7 +159,9 @@ class StackProfile:
         names = {HF: ("transformers", "peft", "torch"), TORCHTUNE: ("torch",)}[self.framework]
         parts = [f"{p} {self.versions[p]}" for p in names]
         where = (
-            "installed"
+            "named"
+            if any(p in self.named for p in names)
+            else "installed"
             if all(p in self.installed for p in names)
             else "fitplan's reference releases"
         )
@@ -152,6 +196,9 @@ def fill_defaults(
     if "attention" not in given:
         fields["attention"] = "sdpa"
         filled.append("attention")
+    if "loss_chain" not in given:
+        fields["loss_chain"] = profile.loss_chain()
+        filled.append("loss_chain")
     if _kbit_prepared(profile, fields, given) and "checkpointing" not in given:
         # peft utils/other.py prepare_model_for_kbit_training(model, use_gradient_checkpointing=True)
         fields["checkpointing"] = "full"
@@ -214,8 +261,24 @@ def assumed_lines(
             f"(sm {gpu.compute_capability}, {compute}, head_dim {spec.head_dim})"
         )
     if "loss" not in given and cfg.loss == "standard":
-        out.append("loss: cross-entropy on the whole logits, upcast to fp32 (ForCausalLMLoss)")
+        out.append(
+            LOSS_CHAIN_PHRASES[cfg.loss_chain].format(v=profile.versions["transformers"])
+            if profile.framework == HF
+            else "loss: cross-entropy on the whole logits (the recipe's loss_fn)"
+        )
     return out
+
+
+#: the standard loss's chain, said on screen (constraints/logits.py loss_forward_bytes)
+LOSS_CHAIN_PHRASES = {
+    "padded-labels": "loss: cross-entropy on the whole logits, upcast to fp32, labels padded "
+    "(transformers {v} ForCausalLMLoss)",
+    "shifted-upcast": "loss: cross-entropy on the whole logits, upcast to fp32 and a shifted "
+    "fp32 copy (transformers {v} ForCausalLMLoss: 14 B per token per vocabulary entry with "
+    "16-bit logits)",
+    "shifted-fp32-logits": "loss: the model upcasts its logits to fp32, the loss copies the "
+    "shifted slice (transformers {v})",
+}
 
 
 _BACKEND_WHY = {
