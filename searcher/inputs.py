@@ -291,8 +291,6 @@ def explain_config(args: argparse.Namespace):
     fields, notes = config_fields_from_args(args, spec, gpu)
     # compute dtype and attention set for a card without bf16 / flash are defaults too
     given = frozenset(k for k in fields if getattr(args, k, None) is not None)
-    from searcher.cli.stack import named_versions
-
     profile = StackProfile.resolve(framework_of(getattr(args, "emit", None)), named_versions(args))
     filled = fill_defaults(profile, fields, given)
     fields.setdefault("seq_len", default_seq_len(spec))
@@ -400,7 +398,24 @@ def search_problem(args: argparse.Namespace, spec=None, gpu=None):
 
 def _loss_chain(args: argparse.Namespace) -> str:
     """The standard loss's code path of the installed (or ``--transformers``) release."""
-    from searcher.cli.stack import named_versions
     from searcher.search.stack_profile import StackProfile
 
     return StackProfile.resolve(named=named_versions(args)).loss_chain()
+
+
+def named_versions(args: argparse.Namespace) -> dict[str, str]:
+    """The library versions named on the command line (``--transformers``), checked: a version
+    must start with MAJOR.MINOR."""
+    import re
+
+    from constraints.errors import FitplanError
+
+    text = getattr(args, "transformers", None)
+    if text is None:
+        return {}
+    if not re.fullmatch(r"\d+\.\d+(\.\d+)?([.+-]?[0-9A-Za-z.]+)?", text.strip()):
+        raise FitplanError(
+            f"--transformers must be a release such as 4.46.3, got '{text}'",
+            "e.g. --transformers 4.46.3 (pip show transformers prints it)",
+        )
+    return {"transformers": text.strip()}

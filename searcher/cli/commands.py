@@ -197,7 +197,7 @@ def run_cli_search(args: argparse.Namespace, stack: Any = None, *, keep_to_emit:
     problem = search_problem(args)
     # what a plan needs depends on the framework of the launch files it is written for
     emit = getattr(args, "emit", None)
-    from searcher.cli.stack import named_versions
+    from searcher.inputs import named_versions
     from searcher.search.stack_profile import StackProfile
 
     framework = framework_of(emit)
@@ -326,7 +326,7 @@ def _search_assumed(result: Any, args: argparse.Namespace) -> list[str]:
     if not result.front:
         return []
     from constraints.config import TrainConfig
-    from searcher.cli.stack import named_versions
+    from searcher.inputs import named_versions
     from searcher.search.stack_profile import StackProfile, assumed_lines
 
     pick = args.pick

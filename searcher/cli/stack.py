@@ -46,24 +46,6 @@ def add_versions_arg(p: argparse.ArgumentParser | argparse._ArgumentGroup) -> No
     )
 
 
-def named_versions(args: argparse.Namespace) -> dict[str, str]:
-    """The library versions named on the command line (``--transformers``), checked: a version
-    must start with MAJOR.MINOR."""
-    import re
-
-    from constraints.errors import FitplanError
-
-    text = getattr(args, "transformers", None)
-    if text is None:
-        return {}
-    if not re.fullmatch(r"\d+\.\d+(\.\d+)?([.+-]?[0-9A-Za-z.]+)?", text.strip()):
-        raise FitplanError(
-            f"--transformers must be a release such as 4.46.3, got '{text}'",
-            "e.g. --transformers 4.46.3 (pip show transformers prints it)",
-        )
-    return {"transformers": text.strip()}
-
-
 def stack_of(args: argparse.Namespace) -> Stack:
     """The stack the command plans for: ``--stack`` parsed (a bad name exits 2 through the
     FitplanError handler, before any work), else what is importable here."""

@@ -269,3 +269,27 @@ def test_qlora_takes_the_checkpointing_prepare_model_for_kbit_training_turns_on(
     # LoRA without quantisation is not prepared: the Trainer's default (off) stays
     main(["explain", "--model", "llama-3.2-1b", "--gpu", "t4", "--method", "lora", "--json"])
     assert json.loads(capsys.readouterr().out)["config"]["checkpointing"] == "none"
+
+
+def test_a_named_transformers_release_takes_its_loss_chain(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """4.46-4.48 hold 16-bit logits + fp32 upcast + shifted fp32 copy + log-softmax at the loss
+    forward (14 B per token per vocabulary entry, traced in tests/constraints/test_loss_chain.py)
+    where 4.49+ peak at the backward's 12 B: 2 B more per entry, nothing else changes."""
+    pins = ["--gpu", "a100-80gb", "--method", "lora", "--recipe", "bf16-torch"]
+    new = explain_json(capsys, *pins, "--transformers", "4.49.0")
+    old = explain_json(capsys, *pins, "--transformers", "4.46.3")
+    entries = 2 * 1024 * 128_256  # micro-batch × sequence × Llama-3.2's vocabulary
+    gained = old["memory_bytes"]["logits_and_loss"] - new["memory_bytes"]["logits_and_loss"]
+    assert gained == pytest.approx(2 * entries)
+    assert old["config"]["loss_chain"] == "shifted-upcast"
+    assert any("4.46.3" in line and "shifted" in line for line in old["assumed"])
+
+
+def test_a_transformers_version_that_is_not_a_release_is_refused(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main([*BASE, "--gpu", "t4", "--transformers", "latest"]) == 2
+    err = capsys.readouterr().err
+    assert "--transformers must be a release" in err and "Traceback" not in err
