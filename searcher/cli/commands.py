@@ -251,12 +251,21 @@ def cmd_search(args: argparse.Namespace) -> int:
         check_page_path(args.report, args.force)
     if args.csv:
         check_outputs([Output(Path(args.csv), "", flag="--csv")], args.force)
-    result = run_cli_search(args, stack)
-    if args.emit and not result.front:
-        # nothing the format writes fits the pins: the whole space's front, whose pick the
-        # format then refuses by name (or writes, where the format's table is narrower)
-        wider = run_cli_search(args, stack, keep_to_emit=False)
-        result = wider if wider.front else result
+    # one front, numbered alike with or without --emit (the members the format cannot write
+    # are said under it); the format's own front only where it writes none of the whole one
+    result = run_cli_search(args, stack, keep_to_emit=False)
+    own_front = None
+    if args.emit and result.front:
+        from searcher.emitters.commands import first_written
+
+        if first_written(result, args) is None:
+            narrowed = run_cli_search(args, stack)
+            if narrowed.front:
+                result = narrowed
+                own_front = (
+                    f"--emit {args.emit} writes no member of the whole front: the front below "
+                    "holds only the plans it writes, numbered on their own"
+                )
     if args.pick is not None and result.front and args.pick > len(result.front):
         raise FitplanError(  # before anything is printed: the front is the answer's own
             f"--pick {args.pick}: the front has {len(result.front)} members",
@@ -306,6 +315,7 @@ def cmd_search(args: argparse.Namespace) -> int:
             pick=args.pick or 1,
             detail=getattr(args, "detail", False),
             wide=getattr(args, "wide", False),
+            notes=_emit_marks(args, result, own_front),
         )
         if verified is not None:
             from searcher.cli.verify import print_verified
@@ -318,6 +328,16 @@ def cmd_search(args: argparse.Namespace) -> int:
     if outputs:
         write_outputs(outputs, force=args.force)
     return 0 if result.front else 1
+
+
+def _emit_marks(args: argparse.Namespace, result: Any, own_front: str | None) -> list[str]:
+    """Under the front: which members --emit does not write, or that the front is its own."""
+    if not args.emit or not result.front:
+        return []
+    from searcher.emitters.commands import unwritten_line
+
+    line = own_front or unwritten_line(result, args, args.top or 10)
+    return [line] if line else []
 
 
 def _search_assumed(result: Any, args: argparse.Namespace) -> list[str]:

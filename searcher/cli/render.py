@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from constraints.memory import TERMS
@@ -218,9 +219,11 @@ def print_search(
     pick: int = 1,
     detail: bool = False,
     wide: bool = False,
+    notes: Sequence[str] = (),
 ) -> None:
     """The front and the one member ``pick`` (1-based) that ``--emit`` writes, named as such:
-    the plan in one cell (fits 80 columns), or with ``wide`` every knob in its own column."""
+    the plan in one cell (fits 80 columns), or with ``wide`` every knob in its own column;
+    ``notes``: lines under the table (what --emit does not write)."""
     from constraints.params import total_params
     from searcher.search.levers import advise
 
@@ -273,6 +276,8 @@ def print_search(
             from searcher.cli.stack import print_marked
 
             print_marked(marks, pick, out, p.framework)
+        for note in notes:
+            out.print(f"[yellow]{note}[/]")
         if len(result.front) > top:
             out.print(
                 f"[dim]{len(result.front) - top} more on the front: --top {len(result.front)}, --json or --csv[/]"

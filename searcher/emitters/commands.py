@@ -194,12 +194,17 @@ def _expressible(result: SearchResult, args: argparse.Namespace, limit: int = 3)
 
 
 def default_emit_pick(result: SearchResult, args: argparse.Namespace) -> int:
-    """1-based: the first front member ``--emit`` writes, those that run with the stack first
-    (the search keeps to what the format writes, but some refusals depend on the model family,
-    e.g. torchtune's builders); the stack's default pick when none can be written."""
-    first = result.default_pick()
+    """1-based: the first front member ``--emit`` writes, those that run with the stack first;
+    the stack's default pick when none can be written."""
+    return first_written(result, args) or result.default_pick()
+
+
+def first_written(result: SearchResult, args: argparse.Namespace) -> int | None:
+    """1-based: the first front member the format writes, those that run with the stack first
+    (None: the format writes none of them)."""
     missing = result.stack_missing or ((),) * len(result.front)
-    order = [first] + [i for i in range(1, len(result.front) + 1) if not missing[i - 1]]
+    order = [result.default_pick()]
+    order += [i for i in range(1, len(result.front) + 1) if not missing[i - 1]]
     order += range(1, len(result.front) + 1)
     seen: set[int] = set()
     for n in order:
@@ -208,7 +213,21 @@ def default_emit_pick(result: SearchResult, args: argparse.Namespace) -> int:
         seen.add(n)
         if _expresses(result, n - 1, args):
             return n
-    return first
+    return None
+
+
+def unwritten_line(result: SearchResult, args: argparse.Namespace, shown: int) -> str | None:
+    """One line under the front: the shown members ``--emit`` does not write (the front is
+    numbered as without --emit; None when it writes every one shown)."""
+    upto = min(shown, len(result.front))
+    unwritten = [n for n in range(1, upto + 1) if not _expresses(result, n - 1, args)]
+    if not unwritten:
+        return None
+    return (
+        f"--emit {args.emit} does not write front member{'s' if len(unwritten) > 1 else ''} "
+        f"{', '.join(map(str, unwritten))} (the front is numbered as without --emit; "
+        "--pick N names another)"
+    )
 
 
 def _expresses(result: SearchResult, index: int, args: argparse.Namespace) -> bool:

@@ -36,6 +36,8 @@ SPEED_KNOBS: dict[str, str] = {
     "false (the Trainer's default, FSDP no_sync); torchtune refuses last-micro-batch there",
     "expandable_segments": "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True in the launch "
     "environment (train.py / the launch script / the launch command)",
+    "loss_chain": "padded-labels only: the files pin a transformers release (versions.json) "
+    "whose ForCausalLMLoss pads the labels (4.49+); a plan read for an older release is refused",
 }
 _SPEED_DEFAULTS = {
     "kernels": "eager",
@@ -63,6 +65,14 @@ def refuse_speed_knobs(fmt: str, cfg: TrainConfig) -> None:
         )
     if cfg.virtual_stages != 1:
         raise refuse(fmt, "virtual_stages", cfg.virtual_stages, "fitplan does not emit it yet")
+    if cfg.loss_chain != "padded-labels":
+        raise refuse(
+            fmt,
+            "loss_chain",
+            cfg.loss_chain,
+            "the files pin a transformers release whose loss pads the labels (4.49 or later)",
+            "plan without --transformers, or with 4.49 or later",
+        )
 
 
 def sync_each_batch(cfg: TrainConfig) -> bool | None:

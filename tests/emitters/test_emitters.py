@@ -1149,3 +1149,13 @@ def test_a_users_config_round_trips(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     back = load_plan("plan.json")
     assert back.model.family == "llama" and back.model_ref == str(model_dir)
     assert back.config == plan.config
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_a_plan_read_for_an_older_transformers_loss_is_refused(fmt: str) -> None:
+    """The files pin transformers 5.x (versions.json), whose loss pads the labels: a plan made
+    with ``--transformers 4.46.3`` holds 2 B per vocabulary entry more than the run would."""
+    plan = plan_of("full-1gpu-bf16torch", loss_chain="shifted-upcast")
+    with pytest.raises(FitplanError) as err:
+        get_emitter(fmt).emit(plan, EmitOptions(out="out"))
+    assert str(err.value).startswith(f"--emit {fmt} cannot express loss_chain=shifted-upcast")

@@ -64,3 +64,28 @@ def test_launch_names_the_member_of_a_front(tmp_path: Path) -> None:
         assert f"front member 3 of {n} in " in r2.stdout
     else:  # member 3 is not expressible by DeepSpeed: the refusal names it
         assert "cannot express" in r2.stderr
+
+
+def test_the_front_is_numbered_alike_with_and_without_emit(tmp_path: Path) -> None:
+    """``search --pick N`` and ``search --emit F --pick N`` name one plan: --emit does not narrow
+    the front; the members the format cannot write (tensor parallelism under the HF Trainer) are
+    said under the table and refused by name when picked."""
+    ask = [
+        "search", "--model", "llama-3.1-8b", "--gpu", "a100-80gb", "--gpus", "8",
+        "--method", "full", "--target-batch", "64", "--seq-len", "2048",
+    ]  # fmt: skip
+    plain = fitplan(*ask, "--json")
+    assert plain.returncode == 0, plain.stderr
+    front = json.loads(plain.stdout)["front"]
+    with_tp = [i + 1 for i, m in enumerate(front[:10]) if m["config"]["tp"] > 1]
+    assert with_tp, "the question's front should hold TP plans within its first ten members"
+    emitted = fitplan(*ask, "--emit", "hf", "--out", str(tmp_path / "run"))
+    assert emitted.returncode == 0, emitted.stderr
+    rows = re.findall(r"^│\s*▶?(\d+) │ (.+?) │", emitted.stdout, re.M)
+    assert [int(n) for n, _ in rows] == list(range(1, 11))
+    said = re.search(r"--emit hf does not write front members? ([\d, ]+) \(", emitted.stdout)
+    assert said, emitted.stdout
+    assert [int(n) for n in said.group(1).split(", ")] == with_tp
+    picked = fitplan(*ask, "--emit", "hf", "--out", str(tmp_path / "tp"), "--pick", str(with_tp[0]))
+    assert picked.returncode == 2
+    assert f"pick {with_tp[0]}: --emit hf cannot express tp=" in picked.stderr
