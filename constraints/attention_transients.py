@@ -115,7 +115,7 @@ def backward_transient_bytes(
     else:
         peak = 3 * softmax_bytes + dropout  # output, its gradient, the scores' gradient; mask
         saved = softmax_bytes + dropout * (1.0 + compute_bytes)  # + mask, dropped probabilities
-    if spec.family == "gemma2":
+    if spec.attn_softcap:
         saved = saved + compute_bytes  # the soft-cap tanh output (saved_tensors.py)
     extra = np.maximum(peak - saved, 0.0) + np.zeros(n)
     return np.where(eager, _scores(spec, batch) * extra, 0.0)

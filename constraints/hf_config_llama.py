@@ -7,7 +7,7 @@ from typing import Any
 from constraints.errors import FitplanError
 from constraints.hf_config_fields import int_field as _int
 from constraints.hf_config_fields import positive as _positive
-from constraints.model_spec import ModelSpec
+from constraints.model_spec import GEMMA, ModelSpec
 
 #: the config.json keys each MoE family's routed-expert count is read from, the config class's own
 #: field first, then the names its ``attribute_map`` aliases to it (transformers 5.24
@@ -56,16 +56,22 @@ def _sliding_window(cfg: dict[str, Any], model_type: str) -> Any:
 #: not hidden / heads; DeepseekV3Config q_lora_rank = 1536, first_k_dense_replace = 3 and
 #: n_shared_experts = 1.
 #: Found by tools/arch_sweep.py's defaults with one key dropped (tests/constraints/test_arch_sweep.py)
-ABSENT_DEFAULTS: dict[str, dict[str, int]] = {
+ABSENT_DEFAULTS: dict[str, dict[str, float]] = {
     "mistral": {"num_key_value_heads": 8},
     "mixtral": {"num_key_value_heads": 8},
     "qwen3_moe": {"num_key_value_heads": 4},
     "gemma": {"num_key_value_heads": 16, "head_dim": 256},
-    "gemma2": {"num_key_value_heads": 4, "head_dim": 256},
+    "gemma2": {
+        "num_key_value_heads": 4,
+        "head_dim": 256,
+        "attn_logit_softcapping": 50.0,
+        "final_logit_softcapping": 30.0,
+    },
+    "gemma3_text": {"num_key_value_heads": 4, "head_dim": 256},
     "deepseek_v3": {"q_lora_rank": 1536, "first_k_dense_replace": 3, "n_shared_experts": 1},
 }
 
-_TIE_DEFAULT = {"gemma": True, "gemma2": True}
+_TIE_DEFAULT = {"gemma": True, "gemma2": True, "gemma3_text": True}
 
 
 def llama_like(
@@ -117,12 +123,16 @@ def llama_like(
         qkv = cfg.get("qkv_bias", True) if model_type == "qwen2_moe" else True
         kwargs["qkv_bias"] = bool(qkv)
         kwargs["o_bias"] = False
-    if model_type in ("gemma", "gemma2"):
+    if model_type in GEMMA:
         kwargs["activation"] = str(
             cfg.get("hidden_activation", cfg.get("hidden_act", "gelu_pytorch_tanh"))
         )
-    if model_type == "gemma2":
+    if model_type in ("gemma2", "gemma3_text"):
         kwargs["norms_per_layer"] = 4
+        kwargs["attn_softcap"] = float(cfg.get("attn_logit_softcapping") or 0.0)
+        kwargs["final_softcap"] = float(cfg.get("final_logit_softcapping") or 0.0)
+    if model_type == "gemma3_text":
+        kwargs["qk_norm"] = "head"
     if model_type == "phi3":
         kwargs["fused_qkv"] = True
         kwargs["fused_gate_up"] = True

@@ -51,7 +51,7 @@ def logits_bytes(spec: ModelSpec, batch: ConfigBatch, full_ft: np.ndarray) -> np
     # logits-sized tensor in the head's output dtype (fp32 after prepare_model_for_kbit_training)
     # through the loss and its backward. Traced: 16 B per entry in fp32 and QLoRA, 14 with fp16
     # logits, where the standard chain holds 12
-    softcap = logits * head_out_bytes if spec.family == "gemma2" else np.zeros(len(batch))
+    softcap = logits * head_out_bytes if spec.final_softcap else np.zeros(len(batch))
     standard = (
         np.maximum(logits * per_vocab, logits * C.LOSS_GRAD_BYTES_PER_VOCAB + head_grad)
         + logits * held

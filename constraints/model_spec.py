@@ -29,11 +29,16 @@ LLAMA_LIKE = {
     "qwen3_moe",
     "gemma",
     "gemma2",
+    "gemma3_text",
     "phi3",
     "olmo",
     "olmo2",
     "deepseek_v3",
 }
+#: Gemma's layers: GELU-tanh, RMSNorm computing ``x̂ · (1 + w)`` in fp32; Gemma 2 and 3 add a norm
+#: after attention and around the MLP (four per layer); Gemma 3 adds per-head q/k norms
+#: (modeling_gemma3.py ``Gemma3Attention.q_norm``, ``k_norm``: Gemma3RMSNorm(head_dim))
+GEMMA = ("gemma", "gemma2", "gemma3_text")
 SUPPORTED_TYPES = sorted(LLAMA_LIKE | {"gpt2", "opt", "falcon", "t5", "mt5", "bert"})
 
 
@@ -72,6 +77,10 @@ class ModelSpec(Record):
     fused_qkv: bool = False
     fused_gate_up: bool = False
     post_norm: bool = False
+    #: tanh soft-caps (Gemma 2: ``attn_logit_softcapping`` on the attention scores,
+    #: ``final_logit_softcapping`` on the logits); 0 = none
+    attn_softcap: float = bounded(0.0, ge=0.0)
+    final_softcap: float = bounded(0.0, ge=0.0)
     hidden_dropout: float = 0.0
     attention_dropout: float = 0.0
     embed_proj_dim: int = 0

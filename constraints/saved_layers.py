@@ -84,7 +84,7 @@ def _llama_layer(spec: ModelSpec, moe: bool) -> list[Saved]:
         )
     if spec.post_norm:
         s += _norm(spec, "post_attention_layernorm", h)
-    if spec.family == "gemma2":
+    if spec.norms_per_layer == 4:  # Gemma 2 / 3: norms after attention and around the MLP
         s += _norm(spec, "post_attention_layernorm", h) + _norm(
             spec, "pre_feedforward_layernorm", h
         )
@@ -146,7 +146,7 @@ def _llama_layer(spec: ModelSpec, moe: bool) -> list[Saved]:
         )
         if spec.shared_experts:
             s += _gated_mlp(spec, "mlp.shared_experts", spec.shared_expert_intermediate)
-    if spec.post_norm or spec.family == "gemma2":
+    if spec.post_norm or spec.norms_per_layer == 4:
         s += _norm(spec, "post_feedforward_layernorm", h)
     return s
 

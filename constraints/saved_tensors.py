@@ -20,7 +20,7 @@ from __future__ import annotations
 from typing import Literal
 
 from constraints.frozen import frozen
-from constraints.model_spec import LLAMA_LIKE, ModelSpec
+from constraints.model_spec import GEMMA, LLAMA_LIKE, ModelSpec
 
 DKind = Literal["compute", "residual", "fp32", "softmax", "mask", "cast16", "autocast16"]
 DKINDS: tuple[DKind, ...] = (
@@ -74,7 +74,7 @@ def _norm(spec: ModelSpec, name: str, width: int, rows: int = 1) -> list[Saved]:
             Saved(f"{name}: mean and rstd", 2, "fp32", tp_split=False),
         ]
     rsqrt = Saved(f"{name}: rsqrt per row (fp32)", rows, "fp32", tp_split=False)
-    if spec.family in ("gemma", "gemma2", "olmo2"):
+    if spec.family in (*GEMMA, "olmo2"):
         # the weight multiplies the fp32 normalised value, then casts: (x̂ · w).to(dtype)
         return [
             Saved(f"{name}: fp32 upcast of the input", width, "fp32", tp_split=False),
@@ -216,7 +216,7 @@ def _attention_core(
                 eager_only=True,
             )
         )
-    if spec.family == "gemma2":
+    if spec.attn_softcap:
         saved.append(
             Saved(
                 "attention logit soft-cap tanh output", heads, "compute", s2=True, eager_only=True

@@ -91,6 +91,8 @@ def with_layers(cfg: dict[str, Any], layers: int | None) -> dict[str, Any]:
         if key in out or key == keys[0]:
             out[key] = min(int(out.get(key, n) or n), n)
     out.pop("num_nextn_predict_layers", None)
+    if isinstance(out.get("layer_types"), list):  # one entry per layer (Gemma 3, Qwen 3, ...)
+        out["layer_types"] = out["layer_types"][: out[keys[0]]]
     return out
 
 

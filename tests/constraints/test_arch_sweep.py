@@ -78,9 +78,9 @@ def test_multimodal_refusal_names_both_types() -> None:
     with pytest.raises(FitplanError, match=r"'llava' is multimodal.*'llama'") as err:
         spec_from_hf_config(cfg, id="t")
     assert "reads its text_config" in str(err.value.hint)  # llama alone is a supported family
-    gemma3 = {"model_type": "gemma3", "text_config": {"model_type": "gemma3_text"}}
-    with pytest.raises(FitplanError, match="'gemma3_text'") as err:
-        spec_from_hf_config(gemma3, id="t")
+    llama4 = {"model_type": "llama4", "text_config": {"model_type": "llama4_text"}}
+    with pytest.raises(FitplanError, match="'llama4_text'") as err:
+        spec_from_hf_config(llama4, id="t")
     assert "not a family fitplan models" in str(err.value.hint)
 
 
