@@ -18,7 +18,9 @@ def read_model_type(cfg: dict[str, Any], where: str, family: str | None) -> tupl
     """(the family read, a caveat), or one clear refusal. A config read with ``--family`` is
     that family everywhere after (its layers, saved tensors, kernels: the spec's ``family``);
     its own model_type is named in the caveat."""
-    if "text_config" in cfg and "hidden_size" not in cfg:
+    outer_type = str(cfg.get("model_type") or "").strip().lower()
+    nests_text = isinstance(cfg.get("text_config"), dict) or "hidden_size" not in cfg
+    if "text_config" in cfg and nests_text and outer_type not in SUPPORTED_TYPES:
         raise _multimodal(cfg, where)
     raw_type = cfg.get("model_type")
     if raw_type is not None and not isinstance(raw_type, str):

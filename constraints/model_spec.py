@@ -102,6 +102,14 @@ class ModelSpec(Record):
     qk_rope_head_dim: int = 0
     v_head_dim: int = 0
     sliding_window: int | None = None
+    # a multimodal wrapper's other towers (vision / audio encoders, projector): loaded with the
+    # text model, held frozen, not run by a text-only step (searcher/wrappers.py counts them)
+    tower_params: int = bounded(0, ge=0)
+    tower_linear_params: int = bounded(0, ge=0)  # in nn.Linear weights: bitsandbytes quantises them
+    tower_lora_width: int = bounded(
+        0, ge=0
+    )  # Σ (d_in + d_out) of those: PEFT's all-linear adapts them
+    tower_note: str = ""  # what the towers are, said on screen
     # raw numbers (the source documents' arithmetic): the total is given, not derived
     raw_params: int | None = None
     raw_trainable_params: int | None = None

@@ -27,6 +27,7 @@ from constraints.lora_targets import fused_expert_lora_extra
 from constraints.model_spec import ModelSpec
 from constraints.params import ParamGroup, inventory, lora_target_groups
 from constraints.precision import BNB_MIN_8BIT_SIZE, BNB_OPTIM_BLOCK, OPTIMIZERS, QUANTS
+from constraints.towers import QUANT_BYTES, tower_bytes
 
 Arrays = dict[str, np.ndarray]
 
@@ -107,7 +108,10 @@ def trainable_params(spec: ModelSpec, batch: ConfigBatch) -> np.ndarray:
         sel = lora & (batch.targets == t)
         if sel.any():
             dims = sum((g.d_in + g.d_out) * n for g, n in _lora_groups(spec, name))
-            out[sel] = batch.rank[sel] * (dims + fused_expert_lora_extra(spec, name))
+            # PEFT's all-linear takes every nn.Linear but the output head: the towers' too
+            # (tuners_utils.py _maybe_include_all_linear_layers)
+            towers = spec.tower_lora_width if name == "all-linear" else 0
+            out[sel] = batch.rank[sel] * (dims + towers + fused_expert_lora_extra(spec, name))
     return out
 
 
@@ -178,7 +182,6 @@ _OPT_EIGHT = _optimizer_table("eight_bit").astype(bool)
 _OPT_FACTORED = _optimizer_table("factored").astype(bool)
 _OPT_PAGED = _optimizer_table("paged").astype(bool)
 _OPT_FP32_STATES = _optimizer_table("fp32_states").astype(bool)
-_QUANT_BYTES = np.array([QUANTS[q].bytes_per_weight for q in QUANT_NAMES])
 _QUANT_ROW_SCALE = np.array([QUANTS[q].per_row_fp32_scale for q in QUANT_NAMES])
 
 
@@ -232,14 +235,14 @@ def weight_parts(
     tp, dp = batch.tp.astype(np.float64), batch.dp.astype(np.float64)
     b_w = batch.weight_bytes
     is_q = batch.quant != CODE["quant"]["none"]
-    q_bytes = _QUANT_BYTES[batch.quant]
+    q_bytes = QUANT_BYTES[batch.quant]
     row_scales = np.where(_QUANT_ROW_SCALE[batch.quant], C.FP32_BYTES * f.quant_row_scales, 0.0)
     # QLoRA through PEFT's recipe: the non-quantised parameters in fp32
     b_rest = np.where(batch.kbit_prepared, C.KBIT_PREPARED_BYTES, b_w)
     base_unsharded = (
         np.where(is_q, f.quantizable * q_bytes + (P - f.quantizable) * b_rest + row_scales, P * b_w)
-        * frac
-    )
+        + tower_bytes(spec, batch)
+    ) * frac
     adapter_unsharded = np.where(batch.is_lora, p_train * batch.adapter_bytes, 0.0) * frac
     shard_w = (batch.zero == 3) & (dp > 1)
     offload_all = batch.offload == CODE["offload"]["all"]

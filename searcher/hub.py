@@ -105,13 +105,37 @@ def hub_model(text: str, family: str | None = None) -> ModelSpec:
     cfg = strict_json(read_text(path, f"--model {repo_id}: the cached config.json"), str(path))
     if not isinstance(cfg, dict):
         raise FitplanError(f"--model {repo_id}: the cached config.json is not a JSON object")
-    return spec_from_hf_config(
-        cfg,
-        id=repo_id,
-        name=f"{repo_id}@{commit[:12]}",
-        source=f"huggingface.co/{repo_id} commit {commit} (config.json only)",
-        family=family,
-    )
+    name = f"{repo_id}@{commit[:12]}"
+    source = f"huggingface.co/{repo_id} commit {commit} (config.json only)"
+    try:
+        return spec_from_hf_config(cfg, id=repo_id, name=name, source=source, family=family)
+    except FitplanError as err:
+        if family is None and MULTIMODAL in err.message:
+            named = {"id": repo_id, "name": name, "source": source}
+            return wrapper_or_refusal(str(path), err).model_copy(update=named)
+        raise
+
+
+#: the phrase of hf_config_types' refusal of a config nesting a text_config
+MULTIMODAL = "is multimodal"
+
+
+def wrapper_or_refusal(text: str, err: FitplanError) -> ModelSpec:
+    """A multimodal wrapper's text model with its towers counted (searcher/wrappers.py), or the
+    refusal, telling how to get the reading where torch and transformers are missing."""
+    from searcher.wrappers import read_wrapper
+
+    spec = read_wrapper(text)
+    if spec is not None:
+        return spec
+    if not _structure_readable() and "reads its text_config" in (err.hint or ""):
+        raise FitplanError(
+            err.message,
+            "install torch and transformers (pip install '.[measure]'): fitplan then plans its "
+            "text model and counts the other towers from the model itself; or save its "
+            "text_config as its own config.json (the other towers not counted)",
+        ) from None
+    raise err
 
 
 def resolve_any_model(text: str, family: str | None = None) -> ModelSpec:
@@ -123,6 +147,8 @@ def resolve_any_model(text: str, family: str | None = None) -> ModelSpec:
     except FitplanError as err:
         if is_hub_id(text):
             return hub_model(text, family=family)
+        if family is None and MULTIMODAL in err.message:
+            return wrapper_or_refusal(text, err)
         if family is None and "is not supported" in err.message:
             spec = read_by_structure(text)
             if spec is not None:

@@ -115,7 +115,8 @@ LAYERS: dict[str, tuple[str, ...]] = {
     "searcher.plain_text": ("searcher.plain_text",),
     "searcher.files": ("searcher.files",),
     "searcher.validate": ("searcher.validate",),
-    "searcher.hub": ("searcher.hub",),
+    "searcher.wrappers": ("searcher.wrappers",),
+    "searcher.hub": ("searcher.hub", "searcher.wrappers"),
     "searcher.inputs": ("searcher.inputs", "searcher.search", "searcher.validate", "searcher.hub"),
     "searcher.check": (
         "searcher.check",

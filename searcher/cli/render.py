@@ -81,9 +81,14 @@ def print_explanation(
     shows; torch's max_memory_reserved / max_memory_allocated are labelled as such."""
     out = out or console()
     b, v = e.breakdown, e.verdict
+    towers = (
+        f" + {fmt_count(e.model.tower_params)} of other towers (frozen, not run)"
+        if e.model.tower_params
+        else ""
+    )
     out.print(
         f"[bold]{e.model.name}[/] · {fmt_count(e.params_total)} parameters "
-        f"({e.params_total:,}), {fmt_count(e.params_trainable)} trainable · {e.gpu.name}"
+        f"({e.params_total:,}){towers}, {fmt_count(e.params_trainable)} trainable · {e.gpu.name}"
     )
     out.print(f"config: {config_brief(e.config)}")
     table = Table(title=f"memory per GPU at the peak ({b.phase}), GiB", title_justify="left")

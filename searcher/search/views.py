@@ -35,7 +35,11 @@ def breakdown_json(b: MemoryBreakdown) -> dict[str, Any]:
 def explanation_json(e: AdvisedExplanation) -> dict[str, Any]:
     return {
         "model": {"id": e.model.id, "name": e.model.name, "family": e.model.family},
-        "params": {"total": e.params_total, "trainable": e.params_trainable},
+        "params": {
+            "total": e.params_total,
+            "trainable": e.params_trainable,
+            "other_towers": e.model.tower_params,
+        },
         "config": e.config.model_dump(),
         "memory_bytes": breakdown_json(e.breakdown),
         "peak_phase": e.breakdown.phase,

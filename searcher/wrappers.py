@@ -1,0 +1,153 @@
+"""Multimodal wrappers (Gemma 3, Mistral 3, LLaVA, ...): the text model planned from the config's
+``text_config``, the other towers counted from the model transformers builds on the meta device.
+
+A text-only fine-tune loads the whole checkpoint: the vision (or audio) tower and its projector
+are resident weights, frozen here, and PEFT's ``all-linear`` puts adapters on their Linears
+(tuners_utils.py ``_maybe_include_all_linear_layers`` takes every nn.Linear but the output head).
+Their activations are not costed: a text-only step does not run them.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from constraints.errors import FitplanError
+from constraints.model_spec import ModelSpec
+
+#: fitplan's count of the text model against the module transformers builds (the same bar as
+#: searcher.hub's structure reading)
+TEXT_TOLERANCE = 0.005
+
+
+def read_wrapper(text: str) -> ModelSpec | None:
+    """The text model of a local config.json that nests a ``text_config``, with its other towers
+    counted; None without torch and transformers, or when transformers cannot build it."""
+    import importlib.util
+
+    if any(importlib.util.find_spec(m) is None for m in ("torch", "transformers")):
+        return None
+    from constraints.hf_config import spec_from_hf_config
+    from constraints.params import total_params
+
+    path = Path(text).expanduser()
+    path = path / "config.json" if path.is_dir() else path
+    try:
+        cfg = json.loads(path.read_text(encoding="utf-8"))
+        outer = str(cfg["model_type"])
+        inner = dict(cfg["text_config"])
+    except Exception:
+        return None
+    inner.setdefault("model_type", _text_type(outer))
+    try:
+        towers = count_towers(outer, cfg)
+    except Exception:  # a config transformers cannot build either: the refusal stands
+        return None
+    stem = path.parent.name if path.name == "config.json" and path.parent.name else path.stem
+    # the wrapper ties its head by its own config (the outer tie_word_embeddings), as built
+    inner["tie_word_embeddings"] = towers["tied"]
+    try:
+        spec = spec_from_hf_config(inner, id=stem, name=str(path))
+    except FitplanError:  # a text model of a type fitplan does not read: the refusal stands
+        return None
+    if abs(total_params(spec) / towers["text_params"] - 1) > TEXT_TOLERANCE:
+        return None
+    note = (
+        f"{outer}: the text model ({inner['model_type']}) is planned; "
+        f"{towers['tower_params']:,} parameters of {towers['note']} are loaded, frozen and not "
+        "run (a text-only step)"
+    )
+    return spec.model_copy(
+        update={
+            "tower_params": towers["tower_params"],
+            "tower_linear_params": towers["tower_linear_params"],
+            "tower_lora_width": towers["tower_lora_width"],
+            "tower_note": towers["note"],
+            "caveats": note,
+        }
+    )
+
+
+def _text_type(outer: str) -> str:
+    """The text model's type where a wrapper's text_config leaves it out."""
+    from transformers import AutoConfig
+
+    return str(AutoConfig.for_model(outer).get_text_config().model_type)
+
+
+def count_towers(model_type: str, cfg: dict[str, Any]) -> dict[str, Any]:
+    """The wrapper built on the meta device: the text model's parameters (its decoder and output
+    head), and the rest's: all of them, those in nn.Linear weights, Σ (d_in + d_out) of those
+    Linears, and the modules they are."""
+    import warnings
+
+    import torch
+    from transformers import AutoConfig
+    from transformers.utils import logging as hf_logging
+
+    fields = {k: v for k, v in cfg.items() if k != "model_type"}
+    verbosity = hf_logging.get_verbosity()
+    hf_logging.set_verbosity_error()
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            config = AutoConfig.for_model(model_type, **fields)
+            with torch.device("meta"):
+                model = _build(config)
+    finally:
+        hf_logging.set_verbosity(verbosity)
+    text_config = config.get_text_config()
+    text_modules = [
+        m for m in model.modules() if getattr(m, "config", None) is text_config and m is not model
+    ]
+    if not text_modules:
+        raise FitplanError(f"{model_type}: no module of the text config in {type(model).__name__}")
+    text_model = text_modules[0]
+    head = model.get_output_embeddings()
+    embed = model.get_input_embeddings()
+    tied = head is not None and embed is not None and head.weight is embed.weight
+    text_ids = {id(p) for p in text_model.parameters()}
+    if head is not None:
+        text_ids |= {id(p) for p in head.parameters()}
+    params = {id(p): p for p in model.parameters()}
+    text_params = sum(p.numel() for k, p in params.items() if k in text_ids)
+    tower_params = sum(p.numel() for k, p in params.items() if k not in text_ids)
+    linear_params = lora_width = 0
+    kinds: list[str] = []
+    for name, module in model.named_children():
+        if module is text_model or module is head:
+            continue
+        inner_text = any(m is text_model for m in module.modules())
+        for sub_name, sub in module.named_children() if inner_text else [(name, module)]:
+            if sub is text_model or not any(True for _ in sub.parameters()):
+                continue
+            kinds.append(f"{sub_name} ({type(sub).__name__})")
+    for module in model.modules():
+        if isinstance(module, torch.nn.Linear) and id(module.weight) not in text_ids:
+            linear_params += module.weight.numel()
+            lora_width += module.in_features + module.out_features
+    return {
+        "text_params": text_params,
+        "tied": tied,
+        "tower_params": tower_params,
+        "tower_linear_params": linear_params,
+        "tower_lora_width": lora_width,
+        "note": ", ".join(kinds) or "its other towers",
+    }
+
+
+def _build(config: Any) -> Any:
+    """The class transformers builds the wrapper with: image-text-to-text, else causal LM, else
+    the base model (whose output head, if any, stays out)."""
+    import transformers
+
+    for auto in ("AutoModelForImageTextToText", "AutoModelForCausalLM", "AutoModel"):
+        cls = getattr(transformers, auto, None)
+        if cls is None:
+            continue
+        try:
+            return cls.from_config(config)
+        except ValueError:  # not in that auto class's mapping
+            continue
+    raise FitplanError(f"transformers builds no model class for {config.model_type}")
