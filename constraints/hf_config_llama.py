@@ -67,7 +67,16 @@ ABSENT_DEFAULTS: dict[str, dict[str, float]] = {
         "attn_logit_softcapping": 50.0,
         "final_logit_softcapping": 30.0,
     },
-    "gemma3_text": {"num_key_value_heads": 4, "head_dim": 256},
+    # Gemma3TextConfig's defaults, on which the published Gemma 3 4B / 12B text_configs rely
+    "gemma3_text": {
+        "num_key_value_heads": 4,
+        "head_dim": 256,
+        "num_attention_heads": 8,
+        "vocab_size": 262208,
+        "hidden_size": 2304,
+        "intermediate_size": 9216,
+        "num_hidden_layers": 26,
+    },
     "deepseek_v3": {"q_lora_rank": 1536, "first_k_dense_replace": 3, "n_shared_experts": 1},
 }
 

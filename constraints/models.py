@@ -69,14 +69,18 @@ def catalog_model(model_id: str) -> ModelSpec:
     if key not in _catalog_index():
         raise unknown_name("model", model_id, catalog_ids(), "fitplan models")
     entry = _catalog_entries()[_catalog_index()[key]]
-    return spec_from_hf_config(
-        entry["config"],
-        id=entry["id"],
-        name=entry.get("name", entry["id"]),
-        source=entry.get("source", ""),
-        published_total_params=entry.get("published_total_params"),
-        notes=entry.get("notes", "") or "",
-    )
+    named = {
+        "id": entry["id"],
+        "name": entry.get("name", entry["id"]),
+        "source": entry.get("source", ""),
+        "published_total_params": entry.get("published_total_params"),
+        "notes": entry.get("notes", "") or "",
+    }
+    if "towers" in entry:  # a multimodal checkpoint: its text model, the towers as stored
+        from constraints.towers import spec_from_wrapper
+
+        return spec_from_wrapper(entry["config"], entry["towers"], **named)
+    return spec_from_hf_config(entry["config"], **named)
 
 
 def catalog_entry(model_id: str) -> dict[str, Any]:

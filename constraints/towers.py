@@ -3,11 +3,14 @@ model is planned, the towers are weights the step holds without running them."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from constraints import constants as C
 from constraints.config import CODE, QUANT_NAMES
 from constraints.config_batch import ConfigBatch
+from constraints.errors import FitplanError
 from constraints.model_spec import ModelSpec
 from constraints.precision import QUANTS
 
@@ -27,3 +30,34 @@ def tower_bytes(spec: ModelSpec, batch: ConfigBatch) -> np.ndarray:
     b_rest = np.where(batch.kbit_prepared, C.KBIT_PREPARED_BYTES, batch.weight_bytes)
     quantised = linear * QUANT_BYTES[batch.quant] + (tower - linear) * b_rest
     return np.where(batch.quant != CODE["quant"]["none"], quantised, tower * batch.weight_bytes)
+
+
+def spec_from_wrapper(
+    cfg: dict[str, Any], towers: dict[str, Any], *, id: str, name: str, **named: Any
+) -> ModelSpec:
+    """A wrapper's ``config.json`` (``text_config`` nested) as its text model, with ``towers``:
+    ``text_type`` (where the text_config leaves its type out), ``tied`` (the head as the wrapper
+    ties it), ``params``, ``linear_params``, ``lora_width`` and ``note`` of the other towers
+    (counted by searcher/wrappers.py from the model transformers builds, or stored in the
+    catalog)."""
+    from constraints.hf_config import spec_from_hf_config
+
+    text = cfg.get("text_config")
+    if not isinstance(text, dict):
+        raise FitplanError(f"{name}: a multimodal config needs its text_config as an object")
+    inner = {"model_type": towers["text_type"], **text, "tie_word_embeddings": towers["tied"]}
+    spec = spec_from_hf_config(inner, id=id, name=name, **named)
+    outer = cfg.get("model_type", "the wrapper")
+    return spec.model_copy(
+        update={
+            "tower_params": int(towers["params"]),
+            "tower_linear_params": int(towers["linear_params"]),
+            "tower_lora_width": int(towers["lora_width"]),
+            "tower_note": str(towers["note"]),
+            "caveats": (
+                f"{outer}: the text model ({inner['model_type']}) is planned; "
+                f"{int(towers['params']):,} parameters of {towers['note']} are loaded, frozen "
+                "and not run (a text-only step)"
+            ),
+        }
+    )

@@ -28,8 +28,8 @@ def read_wrapper(text: str) -> ModelSpec | None:
 
     if any(importlib.util.find_spec(m) is None for m in ("torch", "transformers")):
         return None
-    from constraints.hf_config import spec_from_hf_config
     from constraints.params import total_params
+    from constraints.towers import spec_from_wrapper
 
     path = Path(text).expanduser()
     path = path / "config.json" if path.is_dir() else path
@@ -39,34 +39,19 @@ def read_wrapper(text: str) -> ModelSpec | None:
         inner = dict(cfg["text_config"])
     except Exception:
         return None
-    inner.setdefault("model_type", _text_type(outer))
     try:
         towers = count_towers(outer, cfg)
     except Exception:  # a config transformers cannot build either: the refusal stands
         return None
+    towers["text_type"] = inner.get("model_type") or _text_type(outer)
     stem = path.parent.name if path.name == "config.json" and path.parent.name else path.stem
-    # the wrapper ties its head by its own config (the outer tie_word_embeddings), as built
-    inner["tie_word_embeddings"] = towers["tied"]
     try:
-        spec = spec_from_hf_config(inner, id=stem, name=str(path))
+        spec = spec_from_wrapper(cfg, towers, id=stem, name=str(path))
     except FitplanError:  # a text model of a type fitplan does not read: the refusal stands
         return None
     if abs(total_params(spec) / towers["text_params"] - 1) > TEXT_TOLERANCE:
         return None
-    note = (
-        f"{outer}: the text model ({inner['model_type']}) is planned; "
-        f"{towers['tower_params']:,} parameters of {towers['note']} are loaded, frozen and not "
-        "run (a text-only step)"
-    )
-    return spec.model_copy(
-        update={
-            "tower_params": towers["tower_params"],
-            "tower_linear_params": towers["tower_linear_params"],
-            "tower_lora_width": towers["tower_lora_width"],
-            "tower_note": towers["note"],
-            "caveats": note,
-        }
-    )
+    return spec
 
 
 def _text_type(outer: str) -> str:
@@ -97,13 +82,7 @@ def count_towers(model_type: str, cfg: dict[str, Any]) -> dict[str, Any]:
                 model = _build(config)
     finally:
         hf_logging.set_verbosity(verbosity)
-    text_config = config.get_text_config()
-    text_modules = [
-        m for m in model.modules() if getattr(m, "config", None) is text_config and m is not model
-    ]
-    if not text_modules:
-        raise FitplanError(f"{model_type}: no module of the text config in {type(model).__name__}")
-    text_model = text_modules[0]
+    text_model = text_module(model, config)
     head = model.get_output_embeddings()
     embed = model.get_input_embeddings()
     tied = head is not None and embed is not None and head.weight is embed.weight
@@ -130,11 +109,22 @@ def count_towers(model_type: str, cfg: dict[str, Any]) -> dict[str, Any]:
     return {
         "text_params": text_params,
         "tied": tied,
-        "tower_params": tower_params,
-        "tower_linear_params": linear_params,
-        "tower_lora_width": lora_width,
+        "params": tower_params,
+        "linear_params": linear_params,
+        "lora_width": lora_width,
         "note": ", ".join(kinds) or "its other towers",
     }
+
+
+def text_module(model: Any, config: Any) -> Any:
+    """The wrapper's text model: the first module built from its text config (its decoder)."""
+    text_config = config.get_text_config()
+    for m in model.modules():
+        if m is not model and getattr(m, "config", None) is text_config:
+            return m
+    raise FitplanError(
+        f"{config.model_type}: no module of the text config in {type(model).__name__}"
+    )
 
 
 def _build(config: Any) -> Any:

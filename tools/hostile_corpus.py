@@ -1118,10 +1118,10 @@ for _k, _text, _needle in [
         json.dumps({"model_type": "swin", "embed_dim": 96, "num_heads": [3, 6, 12, 24]}),
         "swin",
     ),
-    (
-        "gemma3-multimodal",
-        json.dumps({"model_type": "gemma3", "text_config": {"model_type": "gemma3_text"}}),
-        "gemma3_text",
+    (  # a wrapper whose text model is a type fitplan does not read (Gemma 3's is: planned)
+        "llama4-multimodal",
+        json.dumps({"model_type": "llama4", "text_config": {"model_type": "llama4_text"}}),
+        "llama4_text",
     ),
     (  # a GPT-2 decoder with cross-attention layers (GPT2Block's crossattention)
         "gpt2-cross-attention",

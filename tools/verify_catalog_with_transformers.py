@@ -57,6 +57,8 @@ def build_model(config):
             return transformers.T5ForConditionalGeneration(config)
         if config.model_type == "bert":
             return transformers.BertModel(config, add_pooling_layer=True)
+        if hasattr(config, "text_config"):  # a multimodal wrapper: the whole checkpoint
+            return transformers.AutoModelForImageTextToText.from_config(config)
         return transformers.AutoModelForCausalLM.from_config(config)
 
 
@@ -229,7 +231,14 @@ def main(argv=None):
             rec["published_total_params"] = pub
             rec["difference"] = n - pub
             failures.append(e["id"])
-        rec.update(inspect_modules(model, config))
+        if "towers" in e:  # a multimodal checkpoint: the text model's linears are the inventory's
+            sys.path.insert(0, str(REPO))
+            from searcher.wrappers import text_module
+
+            rec["text_model_class"] = type(text_module(model, config)).__name__
+            rec.update(inspect_modules(text_module(model, config), config.get_text_config()))
+        else:
+            rec.update(inspect_modules(model, config))
         results[e["id"]] = rec
         flag = {True: "match", False: "MISMATCH", None: "withheld"}[match]
         print(

@@ -114,3 +114,17 @@ def test_without_torch_the_refusal_says_how_to_read_it(
     err = capsys.readouterr().err
     assert "is multimodal" in err and "pip install '.[measure]'" in err
     assert "Traceback" not in err
+
+
+@pytest.mark.parametrize("model_id", ["gemma-3-4b", "gemma-3-12b", "gemma-3-27b"])
+def test_the_catalogs_towers_are_what_transformers_builds(model_id: str) -> None:
+    """The catalog stores each multimodal checkpoint's towers (a base install has no torch to
+    count them); the installed transformers builds the same."""
+    from constraints.models import catalog_entry
+    from searcher.wrappers import count_towers
+
+    entry = catalog_entry(model_id)
+    counted = count_towers(entry["config"]["model_type"], entry["config"])
+    stored = entry["towers"]
+    for key in ("tied", "params", "linear_params", "lora_width", "note"):
+        assert counted[key] == stored[key], key
