@@ -295,3 +295,20 @@ def test_bf16_sharded_smoke_lines_run(
     _launch, smoke = emit_and_smoke(tmp_path, fmt, **knobs)
     seen = engines(run_printed(smoke, tmp_path))
     (assert_sharded if sharded else assert_replicated)(seen, engine)
+
+
+@pytest.mark.heavy
+def test_qlora_smoke_line_runs_the_4bit_base_on_the_cpu(tmp_path: Path) -> None:
+    """The 1-GPU QLoRA plan's printed smoke line trains on a CPU: bitsandbytes (>= 0.49)
+    quantises the base there, stated in one line; the engine holds fewer parameter values than
+    the 16-bit model (two NF4 weights packed per byte)."""
+    _need("bitsandbytes")
+    _need("peft")
+    knobs = {"method": "qlora", "quant": "nf4", "recipe": "bf16-torch", "dp": 1}
+    launch, smoke = emit_and_smoke(tmp_path, "hf", checkpointing="full", **knobs)
+    assert launch == "python run/train.py"
+    r = run_printed(smoke, tmp_path)
+    seen = engines(r)
+    assert "bitsandbytes quantises the base on the CPU" in r.stdout
+    assert [s[:3] for s in seen] == [(0, 1, "single")], seen
+    assert seen[0][4] < tiny_param_count(), seen
