@@ -28,11 +28,13 @@ RULES: dict[int, str] = {
     128: "tensor parallelism is not modelled for encoder-decoder models",
     256: "the backend does not run this combination (constraints/data/backends.json; "
     "`fitplan explain` names the reason)",
+    512: "transformers has no SDPA attention for {family} (soft-capped scores or attention "
+    "sinks): use --attention eager, or flash with flash-attn",
 }
 
 
 #: the rules the configuration alone breaks, whatever the card
-LAYOUT_RULES = 8 | 16 | 32 | 64 | 128 | 256
+LAYOUT_RULES = 8 | 16 | 32 | 64 | 128 | 256 | 512
 
 
 def hardware_mask(spec: ModelSpec, batch: ConfigBatch, gpu: GpuSpec | None) -> np.ndarray:
@@ -62,6 +64,8 @@ def hardware_mask(spec: ModelSpec, batch: ConfigBatch, gpu: GpuSpec | None) -> n
     if spec.arch == "encoder-decoder":
         mask |= np.where(tp > 1, 128, 0)
     mask |= np.where(runnable_mask(batch), 0, 256)
+    if not spec.sdpa_supported:
+        mask |= np.where(batch.attention == CODE["attention"]["sdpa"], 512, 0)
     return mask
 
 
@@ -73,6 +77,7 @@ def describe(mask: int, spec: ModelSpec, gpu: GpuSpec | None) -> list[str]:
             heads=spec.heads,
             kv=spec.kv_heads,
             layers=spec.layers,
+            family=spec.family,
         )
         for bit, text in RULES.items()
         if mask & bit

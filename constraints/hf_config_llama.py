@@ -19,6 +19,7 @@ EXPERT_KEYS = {
     "qwen3_moe": ("num_experts", "num_local_experts"),
     "qwen2_moe": ("num_experts",),
     "deepseek_v3": ("n_routed_experts", "num_local_experts"),
+    "gpt_oss": ("num_local_experts", "num_experts"),
 }
 
 
@@ -78,6 +79,14 @@ ABSENT_DEFAULTS: dict[str, dict[str, float]] = {
         "num_hidden_layers": 26,
     },
     "deepseek_v3": {"q_lora_rank": 1536, "first_k_dense_replace": 3, "n_shared_experts": 1},
+    # GptOssConfig (configuration_gpt_oss.py): attention_bias defaults true, 64 x 64 heads
+    "gpt_oss": {
+        "num_key_value_heads": 8,
+        "head_dim": 64,
+        "attention_bias": True,
+        "num_local_experts": 128,
+        "num_experts_per_tok": 4,
+    },
 }
 
 _TIE_DEFAULT = {"gemma": True, "gemma2": True, "gemma3_text": True}
@@ -136,6 +145,8 @@ def llama_like(
         kwargs["activation"] = str(
             cfg.get("hidden_activation", cfg.get("hidden_act", "gelu_pytorch_tanh"))
         )
+    if model_type == "gemma2":  # modeling_gemma2.py: "sdpa does not support softcapping"
+        kwargs["sdpa_supported"] = False
     if model_type in ("gemma2", "gemma3_text"):
         kwargs["norms_per_layer"] = 4
         kwargs["attn_softcap"] = float(cfg.get("attn_logit_softcapping") or 0.0)
@@ -169,7 +180,21 @@ def llama_like(
                 cfg, "shared_expert_intermediate_size", where=where
             )
             kwargs["shared_expert_gate"] = True
+    if model_type == "gpt_oss":
+        # modeling_gpt_oss.py: GptOssExperts holds gate_up_proj (E, H, 2I) + bias and down_proj
+        # (E, I, H) + bias as Parameters; GptOssTopKRouter a weight (E, H) and bias (E)
+        kwargs["num_experts"] = _experts(cfg, "gpt_oss", where)
+        kwargs["experts_per_token"] = _int(cfg, "num_experts_per_tok", where=where)
+        kwargs["moe_intermediate"] = kwargs["intermediate"]
+        kwargs["fused_gate_up"] = True
+        kwargs["mlp_bias"] = True
+        kwargs["router_bias_param"] = True
+        kwargs["router_linear"] = False
+        kwargs["attn_sinks"] = True
+        kwargs["peft_adapts_experts"] = False
+        kwargs["sdpa_supported"] = False  # modeling_gpt_oss.py _supports_sdpa = False (sinks)
     if model_type == "deepseek_v3":
+        kwargs["router_linear"] = False
         kwargs["num_experts"] = _experts(cfg, "deepseek_v3", where)
         kwargs["experts_per_token"] = _int(cfg, "num_experts_per_tok", where=where)
         kwargs["moe_intermediate"] = _int(cfg, "moe_intermediate_size", where=where)

@@ -28,7 +28,11 @@ def lora_target_groups(spec: ModelSpec, targets: str) -> list[ParamGroup]:
     leaf names, matched as PEFT matches them (``c_proj`` hits both GPT-2 projections).
     """
     inv = inventory(spec)
-    modules = inv.linear_modules()
+    modules = {
+        name: kept
+        for name, groups in inv.linear_modules().items()
+        if (kept := [g for g in groups if spec.peft_adapts_experts or g.role != "expert"])
+    }
     key = targets.strip().lower()
     if spec.arch == "raw":
         raise FitplanError(

@@ -34,6 +34,7 @@ LLAMA_LIKE = {
     "olmo",
     "olmo2",
     "deepseek_v3",
+    "gpt_oss",
 }
 #: Gemma's layers: GELU-tanh, RMSNorm computing ``x̂ · (1 + w)`` in fp32; Gemma 2 and 3 add a norm
 #: after attention and around the MLP (four per layer); Gemma 3 adds per-head q/k norms
@@ -95,6 +96,17 @@ class ModelSpec(Record):
     first_dense_layers: int = 0
     moe_every: int = 1
     router_bias_param: bool = False
+    #: the router is an nn.Linear (Mixtral, Qwen-MoE: PEFT's all-linear and bitsandbytes take
+    #: it), not a bare Parameter (DeepSeek-V3's TopkRouter, gpt-oss's TopKRouter)
+    router_linear: bool = True
+    #: one learned attention-sink logit per head (gpt-oss ``self_attn.sinks``)
+    attn_sinks: bool = False
+    #: PEFT adapts the routed experts' stacks (Mixtral, Qwen-MoE: ParamWrapper through PEFT's
+    #: weight conversion); gpt-oss's expert Parameters are not targeted (PEFT 0.21.2, traced)
+    peft_adapts_experts: bool = True
+    #: transformers runs its attention through SDPA (``_supports_sdpa``); Gemma 2 (soft-cap) and
+    #: gpt-oss (sinks) have none, and without flash-attn transformers falls back to eager
+    sdpa_supported: bool = True
     # multi-head latent attention (DeepSeek-V2/V3)
     q_lora_rank: int = 0
     kv_lora_rank: int = 0

@@ -92,6 +92,8 @@ def _llama_attention(spec: ModelSpec, block: str) -> list[ParamGroup]:
     g += _linear(
         "self_attn.o_proj", "o_proj", q, h, block=block, role="attention", bias=spec.o_bias
     )
+    if spec.attn_sinks:
+        g.append(ParamGroup("self_attn.sinks", "other", spec.heads, 1, block, "", "attention"))
     if spec.qk_norm == "head":
         g += [
             ParamGroup("self_attn.q_norm", "norm", spec.head_dim, 1, block, "", "norm"),
@@ -188,10 +190,9 @@ def _llama_like(spec: ModelSpec) -> ParamInventory:
             groups += _gated_mlp(spec, "mlp", spec.intermediate, block, "mlp")
             continue
         e, inter = spec.num_experts, spec.moe_intermediate
-        if spec.family == "deepseek_v3":
-            # DeepseekV3TopkRouter: weight is a Parameter (not an nn.Linear); e_score_correction_bias
-            # is a registered buffer in transformers (not counted; the original remote code made it
-            # a Parameter, which would add E per MoE layer)
+        if not spec.router_linear:
+            # DeepseekV3TopkRouter / GptOssTopKRouter: the weight is a Parameter, not an
+            # nn.Linear (DeepSeek's e_score_correction_bias is a buffer: not counted)
             groups.append(
                 ParamGroup("mlp.gate.weight", "router", e * h, 1, block, "gate", "router")
             )
@@ -199,6 +200,8 @@ def _llama_like(spec: ModelSpec) -> ParamInventory:
             groups.append(
                 ParamGroup("mlp.gate.weight", "router", e * h, 1, block, "gate", "router", h, e)
             )
+        if spec.router_bias_param:
+            groups.append(ParamGroup("mlp.router.bias", "bias", e, 1, block, "gate", "router"))
         names = (
             ("w1", "w3", "w2")
             if spec.family == "mixtral"

@@ -292,7 +292,7 @@ def explain_config(args: argparse.Namespace):
     # compute dtype and attention set for a card without bf16 / flash are defaults too
     given = frozenset(k for k in fields if getattr(args, k, None) is not None)
     profile = StackProfile.resolve(framework_of(getattr(args, "emit", None)), named_versions(args))
-    filled = fill_defaults(profile, fields, given)
+    filled = fill_defaults(profile, fields, given, sdpa=spec.sdpa_supported)
     fields.setdefault("seq_len", default_seq_len(spec))
     check_seq_len(spec, fields["seq_len"], args.allow_long_seq)
     tp, pp = fields.get("tp", 1), fields.get("pp", 1)

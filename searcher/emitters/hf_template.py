@@ -291,7 +291,7 @@ def build_model(args, training_args):
         kwargs["quantization_config"] = BitsAndBytesConfig(**q)
         if not SHARDED_WEIGHTS:
             kwargs["device_map"] = {"": local_rank if _cuda() else "cpu"}
-        if not _cuda():  # bitsandbytes >= 0.49 quantises and runs its 4-bit matmul on the CPU
+        if not _cuda():  # bitsandbytes (0.49+, requirements.txt) runs its 4-bit matmul on the CPU
             print("fitplan: no CUDA: bitsandbytes quantises the base on the CPU", flush=True)
     if args.random_init and not q:
         torch.manual_seed(args.seed)  # the same random weights on every process
@@ -306,13 +306,7 @@ def build_model(args, training_args):
                     torch.manual_seed(args.seed)
                     config = model_config(args)
                     AutoModelForCausalLM.from_config(config).save_pretrained(source)
-        try:
-            model = AutoModelForCausalLM.from_pretrained(source, **kwargs)
-        except (ImportError, RuntimeError, ValueError) as err:
-            if not q or _cuda():
-                raise
-            sys.exit(f"train.py: this bitsandbytes cannot quantise on the CPU ({err}): "
-                     "run on a CUDA GPU, or pip install 'bitsandbytes>=0.49'")
+        model = AutoModelForCausalLM.from_pretrained(source, **kwargs)
     model.config.use_cache = False
     lora = lora_config_kwargs()
     if lora:

@@ -171,7 +171,9 @@ def knob_values(problem: SearchProblem) -> dict[str, tuple[Any, ...]]:
         "flash"
         if (gpu.supports_flash_attention or gpu.custom)
         and S.narrow(("flash",), S.attention_table(problem.framework), problem.stack)
-        else "sdpa"  # torch's SDPA runs FlashAttention-2 itself on sm80+ (search/stack.py)
+        # torch's SDPA runs FlashAttention-2 itself on sm80+ (search/stack.py); a model
+        # without SDPA runs eager, as transformers falls back to
+        else ("sdpa" if spec.sdpa_supported else "eager")
     )
     ckpt = ("none", "selective", "full") if attention == "eager" else ("none", "full")
     pinned_method = pins.get("method")

@@ -183,7 +183,7 @@ ENGINE_KNOBS = ("zero", "offload", "tp", "pp")
 
 
 def fill_defaults(
-    profile: StackProfile, fields: dict[str, object], given: frozenset[str]
+    profile: StackProfile, fields: dict[str, object], given: frozenset[str], sdpa: bool = True
 ) -> tuple[str, ...]:
     """Fill the knobs the user left out (not in ``given``) with the stack's defaults, in place;
     the names filled."""
@@ -194,7 +194,8 @@ def fill_defaults(
         fields["recipe"] = profile.default_recipe()
         filled.append("recipe")
     if "attention" not in given:
-        fields["attention"] = "sdpa"
+        # transformers 5 modeling_utils.py get_correct_attn_implementation: sdpa, else eager
+        fields["attention"] = "sdpa" if sdpa else "eager"
         filled.append("attention")
     if "loss_chain" not in given:
         fields["loss_chain"] = profile.loss_chain()
@@ -252,6 +253,10 @@ def assumed_lines(
         out.append(
             "gradient checkpointing on (prepare_model_for_kbit_training's "
             "use_gradient_checkpointing=True)"
+        )
+    if cfg.attention == "eager" and "attention" in filled:
+        out.append(
+            f"attention eager (transformers has no SDPA for {spec.family}: it falls back to eager)"
         )
     if cfg.attention == "sdpa":
         kernel = sdpa_kernel(gpu, compute, spec.head_dim)

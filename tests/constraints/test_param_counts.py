@@ -26,7 +26,7 @@ TRANSFORMERS = json.loads((DATA / "transformers_param_counts.json").read_text())
 
 
 def test_catalog_covers_the_reference_csv() -> None:
-    assert len(catalog_ids()) == 62
+    assert len(catalog_ids()) == 64
 
 
 @pytest.mark.parametrize("model_id", catalog_ids())
@@ -193,3 +193,19 @@ def test_lora_on_fused_expert_stacks_counts_peft_param_wrapper_shapes():
         + 4096 * 512  # experts.down_proj
     )
     assert lora_params(resolve_model("mixtral-8x7b"), 64, "all-linear") == 32 * per_layer
+
+
+@pytest.mark.parametrize(
+    ("model_id", "total_b", "active_b"),
+    [("gpt-oss-20b", 20.91, 3.61), ("gpt-oss-120b", 116.83, 5.13)],
+)
+def test_gpt_oss_counts_match_the_model_card(
+    model_id: str, total_b: float, active_b: float
+) -> None:
+    """OpenAI's gpt-oss model card (arXiv 2508.10925, Table 1), two decimals in billions; its
+    active count leaves out the unembedding (vocab × hidden)."""
+    spec = catalog_model(model_id)
+    inv = inventory(spec)
+    assert round(inv.total / 1e9, 2) == total_b
+    active = inv.active(spec.experts_per_token, spec.num_experts) - spec.vocab * spec.hidden
+    assert round(active / 1e9, 2) == active_b
