@@ -19,6 +19,7 @@ EXPERT_KEYS = {
     "qwen3_moe": ("num_experts", "num_local_experts"),
     "qwen2_moe": ("num_experts",),
     "deepseek_v3": ("n_routed_experts", "num_local_experts"),
+    "deepseek_v2": ("n_routed_experts", "num_experts"),
     "gpt_oss": ("num_local_experts", "num_experts"),
 }
 
@@ -79,6 +80,14 @@ ABSENT_DEFAULTS: dict[str, dict[str, float]] = {
         "num_hidden_layers": 26,
     },
     "deepseek_v3": {"q_lora_rank": 1536, "first_k_dense_replace": 3, "n_shared_experts": 1},
+    # DeepseekV2Config (configuration_deepseek_v2.py)
+    "deepseek_v2": {
+        "q_lora_rank": 1536,
+        "first_k_dense_replace": 0,
+        "n_shared_experts": 2,
+        "n_routed_experts": 64,
+        "moe_intermediate_size": 1407,
+    },
     # GptOssConfig (configuration_gpt_oss.py): attention_bias defaults true, 64 x 64 heads
     "gpt_oss": {
         "num_key_value_heads": 8,
@@ -193,10 +202,20 @@ def llama_like(
         kwargs["attn_sinks"] = True
         kwargs["peft_adapts_experts"] = False
         kwargs["sdpa_supported"] = False  # modeling_gpt_oss.py _supports_sdpa = False (sinks)
-    if model_type == "deepseek_v3":
+    if model_type in ("deepseek_v2", "deepseek_v3"):
+        # DeepSeek-V2's layers are V3's (MLA, shared + routed experts, dense-first layers, an
+        # fp32 Parameter router); its router softmaxes where V3's sigmoids
         kwargs["router_linear"] = False
-        kwargs["num_experts"] = _experts(cfg, "deepseek_v3", where)
-        kwargs["experts_per_token"] = _int(cfg, "num_experts_per_tok", where=where)
+        kwargs["router_fp32_input"] = True
+        kwargs["num_experts"] = _experts(cfg, model_type, where)
+        # DeepseekV2Config leaves num_experts_per_tok None (it cannot route); both published
+        # DeepSeek-V2 configs (V2, V2-Lite) route to 6
+        kwargs["experts_per_token"] = _int(
+            cfg,
+            "num_experts_per_tok",
+            where=where,
+            default=6 if model_type == "deepseek_v2" else None,
+        )
         kwargs["moe_intermediate"] = _int(cfg, "moe_intermediate_size", where=where)
         kwargs["shared_experts"] = _int(cfg, "n_shared_experts", where=where, default=0)
         kwargs["shared_expert_intermediate"] = kwargs["moe_intermediate"] * kwargs["shared_experts"]

@@ -45,12 +45,12 @@ def read_model_type(cfg: dict[str, Any], where: str, family: str | None) -> tupl
     elif not model_type:
         raise FitplanError(
             f"{where}: config.json has no model_type",
-            f"{supported}; add --family NAME to read it as one, or pass raw numbers (--params …)",
+            f"add --family NAME to read it as one, or pass raw numbers (--params …); {supported}",
         )
     elif model_type not in SUPPORTED_TYPES:
         raise FitplanError(
             f"{where}: model_type {excerpt(model_type)} is not supported",
-            f"{supported}; add --family NAME to read it as one, or pass raw numbers (--params …)",
+            f"add --family NAME to read it as one, or pass raw numbers (--params …); {supported}",
         )
     return model_type, caveats
 

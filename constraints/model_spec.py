@@ -33,6 +33,7 @@ LLAMA_LIKE = {
     "phi3",
     "olmo",
     "olmo2",
+    "deepseek_v2",
     "deepseek_v3",
     "gpt_oss",
 }
@@ -99,6 +100,9 @@ class ModelSpec(Record):
     #: the router is an nn.Linear (Mixtral, Qwen-MoE: PEFT's all-linear and bitsandbytes take
     #: it), not a bare Parameter (DeepSeek-V3's TopkRouter, gpt-oss's TopKRouter)
     router_linear: bool = True
+    #: the router's matmul upcasts its input to fp32 (DeepSeek V2 / V3 TopkRouter: F.linear(
+    #: hidden.type(torch.float32), weight.type(torch.float32))), a saved fp32 copy
+    router_fp32_input: bool = False
     #: one learned attention-sink logit per head (gpt-oss ``self_attn.sinks``)
     attn_sinks: bool = False
     #: PEFT adapts the routed experts' stacks (Mixtral, Qwen-MoE: ParamWrapper through PEFT's

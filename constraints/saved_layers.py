@@ -117,7 +117,7 @@ def _llama_layer(spec: ModelSpec, moe: bool) -> list[Saved]:
                 tp_split=False,
             )
         )
-        if spec.family == "deepseek_v3":
+        if spec.router_fp32_input:
             # DeepseekV3TopkRouter: F.linear(hidden.type(torch.float32), weight.type(float32))
             s.append(Saved("router input upcast to fp32", h, "fp32", tp_split=False))
         s.append(Saved("router probabilities (fp32 softmax / sigmoid)", e, "fp32", tp_split=False))
