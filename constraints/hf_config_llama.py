@@ -20,6 +20,7 @@ EXPERT_KEYS = {
     "qwen2_moe": ("num_experts",),
     "deepseek_v3": ("n_routed_experts", "num_local_experts"),
     "deepseek_v2": ("n_routed_experts", "num_experts"),
+    "olmoe": ("num_experts", "num_local_experts"),
     "gpt_oss": ("num_local_experts", "num_experts"),
 }
 
@@ -80,6 +81,8 @@ ABSENT_DEFAULTS: dict[str, dict[str, float]] = {
         "num_hidden_layers": 26,
     },
     "deepseek_v3": {"q_lora_rank": 1536, "first_k_dense_replace": 3, "n_shared_experts": 1},
+    # OlmoeConfig (configuration_olmoe.py)
+    "olmoe": {"num_experts": 64, "num_experts_per_tok": 8},
     # DeepseekV2Config (configuration_deepseek_v2.py)
     "deepseek_v2": {
         "q_lora_rank": 1536,
@@ -189,6 +192,13 @@ def llama_like(
                 cfg, "shared_expert_intermediate_size", where=where
             )
             kwargs["shared_expert_gate"] = True
+    if model_type == "olmoe":
+        # modeling_olmoe.py: Qwen-MoE's layer with q_norm over the whole q projection and k_norm
+        # over the whole k projection (OlmoeRMSNorm, Llama's), every expert intermediate_size wide
+        kwargs["qk_norm"] = "full"
+        kwargs["num_experts"] = _experts(cfg, "olmoe", where)
+        kwargs["experts_per_token"] = _int(cfg, "num_experts_per_tok", where=where)
+        kwargs["moe_intermediate"] = kwargs["intermediate"]
     if model_type == "gpt_oss":
         # modeling_gpt_oss.py: GptOssExperts holds gate_up_proj (E, H, 2I) + bias and down_proj
         # (E, I, H) + bias as Parameters; GptOssTopKRouter a weight (E, H) and bias (E)

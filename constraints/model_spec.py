@@ -33,6 +33,7 @@ LLAMA_LIKE = {
     "phi3",
     "olmo",
     "olmo2",
+    "olmoe",
     "deepseek_v2",
     "deepseek_v3",
     "gpt_oss",
