@@ -100,7 +100,7 @@ def _linear_widths(spec: ModelSpec) -> dict[str, tuple[int, float]]:
             continue
         per_token = float(g.per_block)
         if g.role == "expert":
-            per_token = float(spec.experts_per_token)
+            per_token = float(spec.experts_run_per_token)
         out[group_key(spec, g.name, g.block)] = (g.d_in, per_token)
     return out
 

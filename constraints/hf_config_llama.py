@@ -7,6 +7,7 @@ from typing import Any
 from constraints.errors import FitplanError
 from constraints.hf_config_fields import int_field as _int
 from constraints.hf_config_fields import positive as _positive
+from constraints.limits import excerpt
 from constraints.model_spec import GEMMA, ModelSpec
 
 #: the config.json keys each MoE family's routed-expert count is read from, the config class's own
@@ -21,6 +22,7 @@ EXPERT_KEYS = {
     "deepseek_v3": ("n_routed_experts", "num_local_experts"),
     "deepseek_v2": ("n_routed_experts", "num_experts"),
     "olmoe": ("num_experts", "num_local_experts"),
+    "llama4_text": ("num_local_experts",),
     "gpt_oss": ("num_local_experts", "num_experts"),
 }
 
@@ -81,6 +83,16 @@ ABSENT_DEFAULTS: dict[str, dict[str, float]] = {
         "num_hidden_layers": 26,
     },
     "deepseek_v3": {"q_lora_rank": 1536, "first_k_dense_replace": 3, "n_shared_experts": 1},
+    # Llama4TextConfig (configuration_llama4.py)
+    "llama4_text": {
+        "num_key_value_heads": 8,
+        "head_dim": 128,
+        "intermediate_size": 8192,
+        "intermediate_size_mlp": 16384,
+        "num_local_experts": 16,
+        "num_experts_per_tok": 1,
+        "interleave_moe_layer_step": 1,
+    },
     # OlmoeConfig (configuration_olmoe.py)
     "olmoe": {"num_experts": 64, "num_experts_per_tok": 8},
     # DeepseekV2Config (configuration_deepseek_v2.py)
@@ -199,6 +211,8 @@ def llama_like(
         kwargs["num_experts"] = _experts(cfg, "olmoe", where)
         kwargs["experts_per_token"] = _int(cfg, "num_experts_per_tok", where=where)
         kwargs["moe_intermediate"] = kwargs["intermediate"]
+    if model_type == "llama4_text":
+        _llama4_text(cfg, kwargs, where)
     if model_type == "gpt_oss":
         # modeling_gpt_oss.py: GptOssExperts holds gate_up_proj (E, H, 2I) + bias and down_proj
         # (E, I, H) + bias as Parameters; GptOssTopKRouter a weight (E, H) and bias (E)
@@ -239,3 +253,26 @@ def llama_like(
         kwargs["head_dim"] = kwargs["qk_nope_head_dim"] + kwargs["qk_rope_head_dim"]
         kwargs["kv_heads"] = heads
     return ModelSpec(**common, **kwargs)
+
+
+def _llama4_text(cfg: dict[str, Any], kwargs: dict[str, Any], where: str) -> None:
+    """Llama 4's text model (modeling_llama4.py): MoE layers every ``interleave_moe_layer_step``
+    (routed experts intermediate_size wide, run on every token, a shared expert beside), the
+    other layers a dense MLP intermediate_size_mlp wide; q/k norms without weights."""
+    kwargs["intermediate"] = _int(cfg, "intermediate_size_mlp", where=where)
+    kwargs["num_experts"] = _experts(cfg, "llama4_text", where)
+    kwargs["experts_per_token"] = _int(cfg, "num_experts_per_tok", where=where)
+    kwargs["moe_intermediate"] = _int(cfg, "intermediate_size", where=where)
+    kwargs["shared_experts"] = 1
+    kwargs["shared_expert_intermediate"] = kwargs["moe_intermediate"]
+    step = _int(cfg, "interleave_moe_layer_step", where=where, default=1)
+    kwargs["moe_every"] = step
+    kwargs["experts_see_all_tokens"] = True
+    kwargs["peft_adapts_experts"] = False  # Llama4TextExperts' Parameters (PEFT 0.21.2, traced)
+    kwargs["router_adaptable"] = False
+    given = cfg.get("moe_layers")
+    if given is not None and list(given) != list(range(step - 1, kwargs["layers"], step)):
+        raise FitplanError(
+            f"{where}: moe_layers {excerpt(given)} is not every {step}th layer",
+            "fitplan models MoE layers at a fixed interleave: pass raw numbers (--params …)",
+        )

@@ -27,12 +27,7 @@ def lora_target_groups(spec: ModelSpec, targets: str) -> list[ParamGroup]:
     attention projection. ``default`` is PEFT's per-family default. Otherwise a comma list of module
     leaf names, matched as PEFT matches them (``c_proj`` hits both GPT-2 projections).
     """
-    inv = inventory(spec)
-    modules = {
-        name: kept
-        for name, groups in inv.linear_modules().items()
-        if (kept := [g for g in groups if spec.peft_adapts_experts or g.role != "expert"])
-    }
+    modules = _targetable(spec)
     key = targets.strip().lower()
     if spec.arch == "raw":
         raise FitplanError(
@@ -63,6 +58,22 @@ def lora_target_groups(spec: ModelSpec, targets: str) -> list[ParamGroup]:
     return [g for n in found for g in modules[n]]
 
 
+def _targetable(spec: ModelSpec) -> dict[str, list[ParamGroup]]:
+    """The linears PEFT can wrap, by leaf name: not the expert stacks it leaves alone
+    (``peft_adapts_experts``) nor a router whose forward it cannot take (``router_adaptable``)."""
+    out: dict[str, list[ParamGroup]] = {}
+    for name, groups in inventory(spec).linear_modules().items():
+        kept = [
+            g
+            for g in groups
+            if (spec.peft_adapts_experts or g.role != "expert")
+            and (spec.router_adaptable or g.role != "router")
+        ]
+        if kept:
+            out[name] = kept
+    return out
+
+
 def peft_target_modules(spec: ModelSpec, targets: str) -> str | list[str]:
     """PEFT ``target_modules`` for the linears fitplan counts: "all-linear" as is; the named sets
     (``attention``, ``default``) as the module names of :func:`lora_target_groups` (a leaf name,
@@ -70,15 +81,13 @@ def peft_target_modules(spec: ModelSpec, targets: str) -> str | list[str]:
     attn.c_proj vs mlp.c_proj); a user's list verbatim (PEFT matches it). What the emitted
     scripts and the step tracer hand to PEFT, so that both run the adapters counted."""
     key = targets.strip().lower()
-    if key == "all-linear":
+    if key == "all-linear" and spec.router_adaptable:
         return "all-linear"
-    if key not in ("attention", "default"):
+    if key not in ("all-linear", "attention", "default"):
         return [n.strip() for n in targets.split(",") if n.strip()]
     chosen = [g.name.removesuffix(".weight") for g in lora_target_groups(spec, key)]
     every = [
-        g.name.removesuffix(".weight")
-        for groups in inventory(spec).linear_modules().values()
-        for g in groups
+        g.name.removesuffix(".weight") for groups in _targetable(spec).values() for g in groups
     ]
     out: list[str] = []
     for path in dict.fromkeys(chosen):

@@ -34,6 +34,7 @@ LLAMA_LIKE = {
     "olmo",
     "olmo2",
     "olmoe",
+    "llama4_text",
     "deepseek_v2",
     "deepseek_v3",
     "gpt_oss",
@@ -109,6 +110,13 @@ class ModelSpec(Record):
     #: PEFT adapts the routed experts' stacks (Mixtral, Qwen-MoE: ParamWrapper through PEFT's
     #: weight conversion); gpt-oss's expert Parameters are not targeted (PEFT 0.21.2, traced)
     peft_adapts_experts: bool = True
+    #: every expert runs on every token, unrouted tokens scaled by a zero score (transformers'
+    #: Llama4TextMoe: ``hidden.repeat(num_experts)`` then a batched matmul): E× the expert
+    #: activations and FLOPs of top-k routing
+    experts_see_all_tokens: bool = False
+    #: PEFT's LoRA can wrap the router Linear (Llama 4's Llama4Router returns a tuple, which
+    #: PEFT 0.21.2's lora.Linear cannot take: all-linear is written as the other linears' names)
+    router_adaptable: bool = True
     #: transformers runs its attention through SDPA (``_supports_sdpa``); Gemma 2 (soft-cap) and
     #: gpt-oss (sinks) have none, and without flash-attn transformers falls back to eager
     sdpa_supported: bool = True
@@ -138,6 +146,11 @@ class ModelSpec(Record):
     @property
     def is_moe(self) -> bool:
         return self.num_experts > 0
+
+    @property
+    def experts_run_per_token(self) -> int:
+        """Experts each token's hidden state passes through: its top-k, or all of them."""
+        return self.num_experts if self.experts_see_all_tokens else self.experts_per_token
 
     @property
     def is_mla(self) -> bool:

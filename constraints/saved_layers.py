@@ -103,7 +103,7 @@ def _llama_layer(spec: ModelSpec, moe: bool) -> list[Saved]:
         )
         s += _gated_mlp(spec, "mlp", spec.intermediate)
     else:
-        k, e = spec.experts_per_token, spec.num_experts
+        k, e = spec.experts_run_per_token, spec.num_experts
         s.append(
             Saved(
                 "router / shared-expert input (normed hidden)",

@@ -1119,9 +1119,9 @@ for _k, _text, _needle in [
         "swin",
     ),
     (  # a wrapper whose text model is a type fitplan does not read (Gemma 3's is: planned)
-        "llama4-multimodal",
-        json.dumps({"model_type": "llama4", "text_config": {"model_type": "llama4_text"}}),
-        "llama4_text",
+        "aya-vision-multimodal",
+        json.dumps({"model_type": "aya_vision", "text_config": {"model_type": "cohere2"}}),
+        "cohere2",
     ),
     (  # a GPT-2 decoder with cross-attention layers (GPT2Block's crossattention)
         "gpt2-cross-attention",

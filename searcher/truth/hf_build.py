@@ -91,8 +91,12 @@ def with_layers(cfg: dict[str, Any], layers: int | None) -> dict[str, Any]:
         if key in out or key == keys[0]:
             out[key] = min(int(out.get(key, n) or n), n)
     out.pop("num_nextn_predict_layers", None)
-    if isinstance(out.get("layer_types"), list):  # one entry per layer (Gemma 3, Qwen 3, ...)
-        out["layer_types"] = out["layer_types"][: out[keys[0]]]
+    depth = int(cfg.get(keys[0]) or 0)
+    for key, value in cfg.items():  # one entry per layer (layer_types, no_rope_layers, ...)
+        if isinstance(value, list) and depth and len(value) == depth:
+            out[key] = value[: out[keys[0]]]
+    if isinstance(out.get("moe_layers"), list):  # layer indices (Llama 4)
+        out["moe_layers"] = [i for i in out["moe_layers"] if i < out[keys[0]]]
     return out
 
 

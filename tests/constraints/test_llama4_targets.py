@@ -1,0 +1,45 @@
+"""Llama 4 under PEFT: its router (Llama4Router, an nn.Linear whose forward returns a tuple)
+breaks PEFT's lora.Linear, and its routed experts are Parameters PEFT leaves alone, so fitplan
+writes all-linear as the other linears' names; PEFT's own trainable count on the model
+transformers builds is the reference."""
+
+from __future__ import annotations
+
+import pytest
+
+from constraints.lora_targets import lora_params, peft_target_modules
+from constraints.models import spec_from_hf_config
+
+SMALL = {
+    "model_type": "llama4_text",
+    "num_hidden_layers": 4,
+    "hidden_size": 512,
+    "intermediate_size": 256,
+    "intermediate_size_mlp": 1024,
+    "num_attention_heads": 8,
+    "num_key_value_heads": 2,
+    "head_dim": 64,
+    "num_local_experts": 4,
+    "interleave_moe_layer_step": 2,
+    "vocab_size": 1000,
+}
+
+
+def test_all_linear_is_written_without_the_router_and_counts_what_peft_builds() -> None:
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("peft")
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    spec = spec_from_hf_config(SMALL, id="llama4-small")
+    targets = peft_target_modules(spec, "all-linear")
+    assert isinstance(targets, list) and "router" not in " ".join(targets)
+    config = AutoConfig.for_model(
+        "llama4_text", **{k: v for k, v in SMALL.items() if k != "model_type"}
+    )
+    with torch.device("meta"):
+        model = AutoModelForCausalLM.from_config(config)
+    assert model.num_parameters() == sum(p.numel() for p in model.parameters())
+    peft_model = get_peft_model(model, LoraConfig(r=8, target_modules=targets))
+    trainable = sum(p.numel() for p in peft_model.parameters() if p.requires_grad)
+    assert trainable == lora_params(spec, 8, "all-linear")
