@@ -9,13 +9,13 @@ cached is one line: what is missing and how to pass a local path instead.
 
 from __future__ import annotations
 
-import json
 import re
 from functools import cache
 from pathlib import Path
 
 from constraints.errors import FitplanError
 from constraints.models import ModelSpec, resolve_model, spec_from_hf_config
+from searcher.wrappers import config_at, models_buildable
 
 HUB_ID = re.compile(r"^[A-Za-z0-9][\w.\-]*/[\w.\-]+(@[\w.\-/]+)?$")
 
@@ -185,9 +185,7 @@ REFERENCE_LAYERS = 4
 
 
 def _structure_readable() -> bool:
-    import importlib.util
-
-    return all(importlib.util.find_spec(m) is not None for m in ("torch", "transformers"))
+    return models_buildable()
 
 
 def read_by_structure(text: str) -> ModelSpec | None:
@@ -196,15 +194,14 @@ def read_by_structure(text: str) -> ModelSpec | None:
     meta device: no weights) — the same parameter names in every decoder layer and outside
     them (a tied head aside), the same kind of norm — if that family's parser then counts
     transformers' parameters within 0.5 %; None otherwise, or without torch and transformers."""
-    if not _structure_readable():
+    found = config_at(text) if _structure_readable() else None
+    if found is None:
         return None
     from constraints.hf_config import load_config_file
     from constraints.params import total_params
 
-    path = Path(text).expanduser()
-    path = path / "config.json" if path.is_dir() else path
+    path, cfg = found
     try:
-        cfg = json.loads(path.read_text(encoding="utf-8"))
         model_type = str(cfg["model_type"])
         layers = int(cfg.get("num_hidden_layers") or 0)
     except Exception:

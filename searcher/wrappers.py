@@ -21,20 +21,35 @@ from constraints.model_spec import ModelSpec
 TEXT_TOLERANCE = 0.005
 
 
-def read_wrapper(text: str) -> ModelSpec | None:
-    """The text model of a local config.json that nests a ``text_config``, with its other towers
-    counted; None without torch and transformers, or when transformers cannot build it."""
+def models_buildable() -> bool:
+    """Whether torch and transformers are importable here (found, not imported)."""
     import importlib.util
 
-    if any(importlib.util.find_spec(m) is None for m in ("torch", "transformers")):
-        return None
-    from constraints.params import total_params
-    from constraints.towers import spec_from_wrapper
+    return all(importlib.util.find_spec(m) is not None for m in ("torch", "transformers"))
 
+
+def config_at(text: str) -> tuple[Path, dict[str, Any]] | None:
+    """A local config.json (a file or its folder) and its fields; None where none is readable."""
     path = Path(text).expanduser()
     path = path / "config.json" if path.is_dir() else path
     try:
         cfg = json.loads(path.read_text(encoding="utf-8"))
+    except Exception:
+        return None
+    return (path, cfg) if isinstance(cfg, dict) else None
+
+
+def read_wrapper(text: str) -> ModelSpec | None:
+    """The text model of a local config.json that nests a ``text_config``, with its other towers
+    counted; None without torch and transformers, or when transformers cannot build it."""
+    found = config_at(text) if models_buildable() else None
+    if found is None:
+        return None
+    from constraints.params import total_params
+    from constraints.towers import spec_from_wrapper
+
+    path, cfg = found
+    try:
         outer = str(cfg["model_type"])
         inner = dict(cfg["text_config"])
     except Exception:

@@ -5,10 +5,10 @@ expert activations. The traced figure is the independent ground truth."""
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 import pytest
+from conftest import benchmark
 
 pytestmark = pytest.mark.heavy
 
@@ -18,11 +18,7 @@ WORST_GOAL = 0.05
 
 
 def _sweep():
-    spec = importlib.util.spec_from_file_location("trace_sweep", ROOT / "benchmarks/trace_sweep.py")
-    assert spec and spec.loader
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return benchmark("trace_sweep")
 
 
 @pytest.mark.parametrize(

@@ -9,11 +9,11 @@ this red. Heavy: ~30 traces.
 
 from __future__ import annotations
 
-import importlib.util
 import statistics
 from pathlib import Path
 
 import pytest
+from conftest import benchmark
 
 pytestmark = pytest.mark.heavy
 
@@ -27,11 +27,7 @@ MODELS = ("llama-3.2-1b", "qwen2.5-0.5b", "opt-1.3b")  # GPT-2 QLoRA at 256 toke
 
 
 def _sweep():
-    spec = importlib.util.spec_from_file_location("trace_sweep", ROOT / "benchmarks/trace_sweep.py")
-    assert spec and spec.loader
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return benchmark("trace_sweep")
 
 
 #: the regimes fixed from traces, traced as they are (not capped): (family, model, config, the
