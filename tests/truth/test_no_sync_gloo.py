@@ -18,6 +18,11 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 
 
+#: a rank killed by a signal (SIGABRT / SIGTERM) without a Python error: a gloo peer lost on a
+#: loaded machine (seen once in CI while other processes ran; 3/3 passes alone), run once more
+_SIGNALLED = ("Signal 6 (SIGABRT)", "Signal 15 (SIGTERM)")
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -28,21 +33,31 @@ def _free_port() -> int:
 @pytest.mark.parametrize("kind", ["fsdp1", "fsdp2"])
 def test_no_sync_holds_unsharded_gradients_until_the_synced_micro_batch(kind: str) -> None:
     pytest.importorskip("torch")
-    cmd = [
-        sys.executable,
-        "-m",
-        "torch.distributed.run",
-        "--nproc_per_node",
-        "2",
-        "--master_addr",
-        "127.0.0.1",
-        "--master_port",
-        str(_free_port()),
-        str(ROOT / "tools" / "measure_no_sync.py"),
-        kind,
-    ]
-    run = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=ROOT)
-    assert run.returncode == 0, run.stderr[-2000:]
+
+    def launch() -> subprocess.CompletedProcess[str]:
+        cmd = [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--nproc_per_node",
+            "2",
+            "--master_addr",
+            "127.0.0.1",
+            "--master_port",
+            str(_free_port()),
+            str(ROOT / "tools" / "measure_no_sync.py"),
+            kind,
+        ]
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=ROOT)
+
+    run = launch()
+    if (
+        run.returncode != 0
+        and "Traceback" not in run.stdout
+        and any(s in run.stderr for s in _SIGNALLED)
+    ):
+        run = launch()
+    assert run.returncode == 0, run.stderr[:2000] + "\n…\n" + run.stderr[-2000:]
     out = json.loads(next(line for line in run.stdout.splitlines() if line.startswith("{")))
     p, world = out["params"], out["world"]
     assert p == 4 * 256 * 256
