@@ -298,8 +298,12 @@ def load_config_file(path: str | Path, family: str | None = None) -> ModelSpec:
     except FitplanError:
         _refuse_type_first(text, str(p), family)
         raise
-    stem = p.parent.name if p.name == "config.json" and p.parent.name else p.stem
-    return spec_from_hf_config(cfg, id=stem, name=str(p), family=family)
+    return spec_from_hf_config(cfg, id=config_id(p), name=str(p), family=family)
+
+
+def config_id(path: Path) -> str:
+    """A config file's model id: its folder's name for ``…/NAME/config.json``, else its stem."""
+    return path.parent.name if path.name == "config.json" and path.parent.name else path.stem
 
 
 def _refuse_type_first(text: str, where: str, family: str | None) -> None:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from constraints.errors import FitplanError
 from constraints.models import ModelSpec, resolve_model, spec_from_hf_config
-from searcher.wrappers import config_at, models_buildable
+from searcher.wrappers import build_on_meta, config_at, models_buildable
 
 HUB_ID = re.compile(r"^[A-Za-z0-9][\w.\-]*/[\w.\-]+(@[\w.\-/]+)?$")
 
@@ -232,11 +232,7 @@ def read_by_structure(text: str) -> ModelSpec | None:
 def _structure(model_type: str, cfg: dict, layers: int | None = None) -> tuple[tuple, int, str]:
     """(the structure's signature, transformers' parameter count, the class) of the causal LM
     transformers builds from ``cfg`` on the meta device, with at most ``layers`` layers."""
-    import warnings
-
-    import torch
-    from transformers import AutoConfig, AutoModelForCausalLM
-    from transformers.utils import logging as hf_logging
+    from transformers import AutoModelForCausalLM
 
     fields = {k: v for k, v in cfg.items() if k != "model_type"}
     depth = fields.get("num_hidden_layers")
@@ -247,16 +243,7 @@ def _structure(model_type: str, cfg: dict, layers: int | None = None) -> tuple[t
             for k, v in fields.items()
         }
         fields["num_hidden_layers"] = layers
-    verbosity = hf_logging.get_verbosity()
-    hf_logging.set_verbosity_error()  # transformers' notices are not fitplan's output
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            config = AutoConfig.for_model(model_type, **fields)
-            with torch.device("meta"):
-                model = AutoModelForCausalLM.from_config(config)
-    finally:
-        hf_logging.set_verbosity(verbosity)
+    _config, model = build_on_meta(model_type, fields, AutoModelForCausalLM.from_config)
     in_layers: set[str] = set()
     outside: set[str] = set()
     for key, _p in model.named_parameters(remove_duplicate=False):

@@ -45,6 +45,7 @@ def read_wrapper(text: str) -> ModelSpec | None:
     found = config_at(text) if models_buildable() else None
     if found is None:
         return None
+    from constraints.hf_config import config_id
     from constraints.params import total_params
     from constraints.towers import spec_from_wrapper
 
@@ -59,9 +60,8 @@ def read_wrapper(text: str) -> ModelSpec | None:
     except Exception:  # a config transformers cannot build either: the refusal stands
         return None
     towers["text_type"] = inner.get("model_type") or _text_type(outer)
-    stem = path.parent.name if path.name == "config.json" and path.parent.name else path.stem
     try:
-        spec = spec_from_wrapper(cfg, towers, id=stem, name=str(path))
+        spec = spec_from_wrapper(cfg, towers, id=config_id(path), name=str(path))
     except FitplanError:  # a text model of a type fitplan does not read: the refusal stands
         return None
     if abs(total_params(spec) / towers["text_params"] - 1) > TEXT_TOLERANCE:
@@ -80,23 +80,10 @@ def count_towers(model_type: str, cfg: dict[str, Any]) -> dict[str, Any]:
     """The wrapper built on the meta device: the text model's parameters (its decoder and output
     head), and the rest's: all of them, those in nn.Linear weights, Σ (d_in + d_out) of those
     Linears, and the modules they are."""
-    import warnings
-
     import torch
-    from transformers import AutoConfig
-    from transformers.utils import logging as hf_logging
 
     fields = {k: v for k, v in cfg.items() if k != "model_type"}
-    verbosity = hf_logging.get_verbosity()
-    hf_logging.set_verbosity_error()
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            config = AutoConfig.for_model(model_type, **fields)
-            with torch.device("meta"):
-                model = _build(config)
-    finally:
-        hf_logging.set_verbosity(verbosity)
+    config, model = build_on_meta(model_type, fields, _build)
     text_model = text_module(model, config)
     head = model.get_output_embeddings()
     embed = model.get_input_embeddings()
@@ -129,6 +116,28 @@ def count_towers(model_type: str, cfg: dict[str, Any]) -> dict[str, Any]:
         "lora_width": lora_width,
         "note": ", ".join(kinds) or "its other towers",
     }
+
+
+def build_on_meta(model_type: str, fields: dict[str, Any], build: Any) -> tuple[Any, Any]:
+    """(config, model): transformers' config of ``model_type`` from ``fields`` and the model
+    ``build(config)`` makes of it on the meta device (no weights), transformers' notices
+    silenced (they are not fitplan's output)."""
+    import warnings
+
+    import torch
+    from transformers import AutoConfig
+    from transformers.utils import logging as hf_logging
+
+    verbosity = hf_logging.get_verbosity()
+    hf_logging.set_verbosity_error()
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            config = AutoConfig.for_model(model_type, **fields)
+            with torch.device("meta"):
+                return config, build(config)
+    finally:
+        hf_logging.set_verbosity(verbosity)
 
 
 def text_module(model: Any, config: Any) -> Any:
