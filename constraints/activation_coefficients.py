@@ -345,3 +345,66 @@ def _block_of(spec: ModelSpec, key: str, block: str) -> bool:
         if g.is_linear and group_key(spec, g.name, g.block) == key:
             return g.block == block or (not g.block and block == next(iter(inv.blocks), ""))
     return False
+
+
+@frozen
+class QuantizedInputs:
+    """What bitsandbytes < 0.43.2 keeps of its 4-bit linears' inputs (``MatMul4Bit.forward``:
+    ``ctx.tensors = (A, B)``, A being the input after ``Linear4bit``'s cast to its compute
+    dtype), elements per token: ``shared`` by dtype kind, the inputs that reach the linears
+    uncast and that nothing else saves (one tensor however many linears read it); ``private``,
+    one cast copy per linear application (the input's dtype is not the compute dtype). The
+    ``layer_*`` are the largest layer's, what full checkpointing holds while it recomputes."""
+
+    shared: dict[DKind, float]
+    private: float
+    layer_shared: dict[DKind, float]
+    layer_private: float
+
+
+@cache
+def quantized_inputs(
+    spec: ModelSpec,
+    method: str,
+    lora_targets: str,
+    attention: str,
+    selective: bool,
+    lora_input_copies: bool,
+) -> QuantizedInputs:
+    """The 4-bit linears' inputs that bitsandbytes < 0.43.2 saves (see :class:`QuantizedInputs`):
+    every linear inside a layer is a ``Linear4bit`` (transformers' bitsandbytes integration skips
+    the head; the fused expert stacks of transformers 5 are parameters, not linears)."""
+    full_ft, targets = _trainable_keys(spec, method, lora_targets)
+    widths = _linear_widths(spec)
+    eager = attention == "eager"
+    inv = inventory(spec)
+    quantized = {
+        group_key(spec, g.name, g.block)
+        for g in inv.groups
+        if g.is_linear and g.block and g.role != "expert"
+    }
+    shared = dict.fromkeys(DKINDS, 0.0)
+    private = 0.0
+    layer_shared: dict[DKind, float] = dict.fromkeys(DKINDS, 0.0)
+    layer_private = -1.0
+    for block, n_layers in (inv.blocks or {"dense": spec.layers}).items():
+        one = dict.fromkeys(DKINDS, 0.0)
+        for x in layer_saved(spec, block):
+            readers = {_qualify(spec, m, block) for m in x.inputs_of} & quantized
+            exists = _keeps(spec, x, block, True, targets, widths, eager, selective, False)
+            kept = _keeps(
+                spec, x, block, full_ft, targets, widths, eager, selective, lora_input_copies
+            )
+            if readers and exists and not kept:
+                one[x.dtype] += x.width
+        copies = sum(
+            widths[key][0] * widths[key][1]
+            for key in quantized
+            if key in widths and _block_of(spec, key, block)
+        )
+        for kind in DKINDS:
+            shared[kind] += one[kind] * n_layers
+        private += copies * n_layers
+        if copies + sum(one.values()) > layer_private + sum(layer_shared.values()):
+            layer_shared, layer_private = one, copies
+    return QuantizedInputs(shared, private, layer_shared, max(layer_private, 0.0))

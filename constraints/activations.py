@@ -14,6 +14,7 @@ from constraints.activation_coefficients import (
     checkpoint_bias_elements,
     checkpointed_layer_elements,
     layer_bytes_per_token,
+    quantized_inputs,
 )
 from constraints.attention_transients import backward_transient_bytes, forward_transient_bytes
 from constraints.config import CODE
@@ -22,6 +23,7 @@ from constraints.model_spec import ModelSpec
 from constraints.model_states import model_facts
 from constraints.parallel_activations import op_sac_elements, per_op_sac, sequence_parallel
 from constraints.params import inventory
+from constraints.precision import BNB_4BIT
 from constraints.saved_tensors import DKINDS, DKind
 
 __all__ = [
@@ -76,6 +78,7 @@ def activation_arrays(spec: ModelSpec, batch: ConfigBatch) -> dict[str, np.ndarr
         batch.lora_dropout | (batch.adapter_bytes != layer_in) | (copy_elem != layer_in)
     )
     lora_extra = np.zeros(n)
+    kbit_inputs = np.zeros(n)  # bitsandbytes < 0.43.2: every 4-bit linear's input
     freed_before_core = np.zeros(n)  # what a layer's backward frees before its attention core
     sp = sequence_parallel(batch)
     # one coefficient set per distinct (trainability, attention, checkpointing, copies, tp)
@@ -150,6 +153,16 @@ def activation_arrays(spec: ModelSpec, batch: ConfigBatch) -> dict[str, np.ndarr
                 coef.lora_copy_elems * (copy_elem[sel] + batch.lora_dropout[sel]) * has_copies
             )
             lora_extra[sel] = tokens[sel] * (rank_bytes + copy_bytes)
+            kbit_inputs[sel] = tokens[sel] * _quantized_input_bytes(
+                spec,
+                batch,
+                sel,
+                kind_bytes,
+                batch.target_names[t],
+                bool(is_eager),
+                bool(is_sel),
+                bool(has_copies),
+            )
             # folded expert stacks (PEFT ParamWrapper): per layer, not per token, in W's dtype
             folded = (
                 (coef.folded_weight_elems + batch.rank[sel] * coef.folded_factor_rank_elems)
@@ -193,7 +206,9 @@ def activation_arrays(spec: ModelSpec, batch: ConfigBatch) -> dict[str, np.ndarr
     # sequence parallel: each rank keeps its 1/tp slice of the checkpointed layer inputs
     ckpt_saved = np.where(sp, ckpt_saved / batch.tp, ckpt_saved)
     saved = np.where(full_ckpt, ckpt_saved, saved)
-    recompute = np.where(full_ckpt, layer + lora_extra / layers, np.where(selective, core, 0.0))
+    recompute = np.where(
+        full_ckpt, layer + (lora_extra + kbit_inputs) / layers, np.where(selective, core, 0.0)
+    )
     # selective with flash / SDPA attention under FSDP2 is torchtitan's per-op policy; elsewhere
     # "selective" is Korthikanti's (drops the s² scores, which flash attention never saves)
     op_sac = per_op_sac(spec, batch)
@@ -205,10 +220,12 @@ def activation_arrays(spec: ModelSpec, batch: ConfigBatch) -> dict[str, np.ndarr
     pp = batch.pp.astype(np.float64)
     in_flight = np.minimum(pp, batch.grad_accum)
     saved = saved * in_flight / pp
+    # MatMul4Bit keeps its input as a ctx attribute, not a saved tensor: non-reentrant
+    # checkpointing cannot drop it and backward does not release it; it lives until the graph does
     return {
-        "saved": saved,
+        "saved": saved + kbit_inputs,
         "recompute": recompute,
-        "end": saved / max(layers, 1.0),
+        "end": saved / max(layers, 1.0) + kbit_inputs,
         "forward": forward_transient_bytes(spec, batch, b_c, b_soft) * in_flight / pp,
         # the eager core's backward transients, beyond what the layer's backward held when it
         # started: by the core, the nodes after it (out projection, norm, MLP; their LoRA input
@@ -217,5 +234,31 @@ def activation_arrays(spec: ModelSpec, batch: ConfigBatch) -> dict[str, np.ndarr
         "attention_backward": np.maximum(
             backward_transient_bytes(spec, batch, b_c, b_soft) - freed_before_core, 0.0
         ),
-        "written": uncheckpointed,
+        "written": uncheckpointed + kbit_inputs,
     }
+
+
+def _quantized_input_bytes(
+    spec: ModelSpec,
+    batch: ConfigBatch,
+    sel: np.ndarray,
+    kind_bytes: dict[DKind, np.ndarray],
+    targets: str,
+    eager: bool,
+    selective: bool,
+    copies: bool,
+) -> np.ndarray:
+    """Bytes per token that bitsandbytes < 0.43.2 keeps of its 4-bit linears' inputs
+    (``TrainConfig.kbit_saves_input``; activation_coefficients.QuantizedInputs): the inputs
+    themselves where they reach ``Linear4bit`` in its compute dtype (the plan's), else one copy
+    per linear, cast by ``x.to(self.compute_dtype)`` (the fp32 stream of a kbit-prepared model)."""
+    old = batch.kbit_saves_input[sel] & np.isin(
+        batch.quant[sel], [CODE["quant"][q] for q in BNB_4BIT]
+    )
+    if not old.any():
+        return np.zeros(int(sel.sum()))
+    q = quantized_inputs(spec, "lora", targets, "eager" if eager else "flash", selective, copies)
+    shared = sum(kind_bytes[kind][sel] * q.shared[kind] for kind in DKINDS)
+    compute = batch.compute_bytes[sel]
+    private = q.private * compute
+    return old * np.where(kind_bytes["compute"][sel] != compute, private, shared)

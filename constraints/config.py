@@ -95,6 +95,7 @@ _BOOL_COLUMNS = (
     "opt_in_bwd",
     "embed_units",
     "sync_last",
+    "kbit_saves_input",
     "tp_overlap",
     "expandable",
 )
@@ -152,6 +153,10 @@ class TrainConfig(Record):
     #: the standard loss's code path, by transformers release (LOSS_CHAINS; the stack profile
     #: reads it from the installed or named transformers)
     loss_chain: Literal["padded-labels", "shifted-upcast", "shifted-fp32-logits"] = "padded-labels"
+    #: bitsandbytes < 0.43.2: ``MatMul4Bit.forward`` keeps each 4-bit linear's input for the
+    #: backward (``ctx.tensors = (A, B)``; 0.43.2 keeps ``(None, B)``); the stack profile reads it
+    #: from the installed or named bitsandbytes
+    kbit_saves_input: bool = False
     # ---- issue 11: the training framework (constraints/backends.py); None = inferred
     backend: Literal["single", "ddp", "deepspeed", "fsdp2", "fsdp1", "megatron"] | None = None
     # ---- speed knobs (issue 12): they change the step time, not the memory ----
@@ -341,6 +346,7 @@ class TrainConfig(Record):
             "opt_in_bwd": self.optimizer_in_backward,
             "embed_units": self.fsdp_embedding_units,
             "sync_last": self.grad_sync == "last-micro-batch",
+            "kbit_saves_input": self.kbit_saves_input,
             "compute": COMPUTE_NAMES.index(compute),
             "weight_override": DTYPE_NAMES.index(self.weight_dtype.lower())
             if self.weight_dtype

@@ -72,6 +72,7 @@ class ConfigBatch:
     opt_in_bwd: np.ndarray
     embed_units: np.ndarray
     sync_last: np.ndarray
+    kbit_saves_input: np.ndarray
     compute: np.ndarray
     weight_override: np.ndarray
     adapter_override: np.ndarray
@@ -145,6 +146,7 @@ class ConfigBatch:
             optimizer_in_backward=bool(self.opt_in_bwd[i]),
             fsdp_embedding_units=bool(self.embed_units[i]),
             grad_sync="last-micro-batch" if self.sync_last[i] else "each-micro-batch",
+            kbit_saves_input=bool(self.kbit_saves_input[i]),
             backend=BACKEND_NAMES[int(self.backend[i])],  # type: ignore[arg-type]
             kernels=KERNELS[int(self.kernels[i])],  # type: ignore[arg-type]
             fp8_recipe=FP8_RECIPES[int(self.fp8_recipe[i])],  # type: ignore[arg-type]

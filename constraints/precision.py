@@ -257,6 +257,8 @@ class Quant:
         return self.bits_per_weight / 8
 
 
+#: the quantisations bitsandbytes' 4-bit linears run (``Linear4bit`` → ``MatMul4Bit``)
+BNB_4BIT = ("nf4", "nf4-dq")
 QUANTS: dict[str, Quant] = {
     q.name: q
     for q in (

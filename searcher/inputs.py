@@ -392,30 +392,39 @@ def search_problem(args: argparse.Namespace, spec=None, gpu=None):
         cpu_ram_per_node=parse_size(args.cpu_ram) if args.cpu_ram else DEFAULT_CPU_RAM_PER_NODE,
         gpus_per_node=gpus_per_node,
         pins=pins,
-        loss_chain=_loss_chain(args),
+        **_stack_fields(args),
     )
 
 
-def _loss_chain(args: argparse.Namespace) -> str:
-    """The standard loss's code path of the installed (or ``--transformers``) release."""
+def _stack_fields(args: argparse.Namespace) -> dict[str, Any]:
+    """The SearchProblem fields read from the installed (or named) releases: the standard
+    loss's code path and whether bitsandbytes keeps its 4-bit linears' inputs."""
     from searcher.search.stack_profile import StackProfile
 
-    return StackProfile.resolve(named=named_versions(args)).loss_chain()
+    profile = StackProfile.resolve(named=named_versions(args))
+    return {"loss_chain": profile.loss_chain(), "kbit_saves_input": profile.kbit_saves_input()}
+
+
+#: the libraries whose release the command line may name, with an example release of each
+VERSION_FLAGS = {"transformers": "4.46.3", "bitsandbytes": "0.42.0"}
 
 
 def named_versions(args: argparse.Namespace) -> dict[str, str]:
-    """The library versions named on the command line (``--transformers``), checked: a version
-    must start with MAJOR.MINOR."""
+    """The library versions named on the command line (``--transformers``, ``--bitsandbytes``),
+    checked: a version must start with MAJOR.MINOR."""
     import re
 
     from constraints.errors import FitplanError
 
-    text = getattr(args, "transformers", None)
-    if text is None:
-        return {}
-    if not re.fullmatch(r"\d+\.\d+(\.\d+)?([.+-]?[0-9A-Za-z.]+)?", text.strip()):
-        raise FitplanError(
-            f"--transformers must be a release such as 4.46.3, got '{text}'",
-            "e.g. --transformers 4.46.3 (pip show transformers prints it)",
-        )
-    return {"transformers": text.strip()}
+    out = {}
+    for package, example in VERSION_FLAGS.items():
+        text = getattr(args, package, None)
+        if text is None:
+            continue
+        if not re.fullmatch(r"\d+\.\d+(\.\d+)?([.+-]?[0-9A-Za-z.]+)?", text.strip()):
+            raise FitplanError(
+                f"--{package} must be a release such as {example}, got '{text}'",
+                f"e.g. --{package} {example} (pip show {package} prints it)",
+            )
+        out[package] = text.strip()
+    return out

@@ -207,6 +207,7 @@ def run_cli_search(args: argparse.Namespace, stack: Any = None, *, keep_to_emit:
         framework=framework,
         emit_format=emit if keep_to_emit else None,
         loss_chain=profile.loss_chain(),
+        kbit_saves_input=profile.kbit_saves_input(),
     )
     if stack is not None:
         problem = dataclasses.replace(problem, stack=stack.packages)
@@ -352,7 +353,12 @@ def _search_assumed(result: Any, args: argparse.Namespace) -> list[str]:
     pick = args.pick
     problem = result.problem
     member = result.front[min(max(pick or 1, 1), len(result.front)) - 1]
-    chosen = frozenset(TrainConfig.model_fields) - {"adapter_dtype", "loss", "loss_chain"}
+    chosen = frozenset(TrainConfig.model_fields) - {
+        "adapter_dtype",
+        "loss",
+        "loss_chain",
+        "kbit_saves_input",
+    }
     given = chosen | frozenset(problem.pins)
     profile = StackProfile.resolve(problem.framework, named_versions(args))
     return assumed_lines(profile, member.config, problem.gpu, problem.model, (), given)

@@ -37,12 +37,19 @@ def add_stack_arg(p: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
 
 
 def add_versions_arg(p: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
-    """``--transformers VERSION`` on explain / search: the release whose defaults the plan takes."""
+    """``--transformers VERSION`` and ``--bitsandbytes VERSION`` on explain / search: the
+    releases whose defaults the plan takes."""
     p.add_argument(
         "--transformers",
         metavar="VERSION",
         help="the transformers release the run uses, e.g. 4.46.3 (default: the installed one, "
         "else 5.25.0): its loss code and load dtype",
+    )
+    p.add_argument(
+        "--bitsandbytes",
+        metavar="VERSION",
+        help="the bitsandbytes release a QLoRA run uses, e.g. 0.42.0 (default: the installed one, "
+        "else 0.50.2): before 0.43.2 each 4-bit linear keeps its input for the backward",
     )
 
 

@@ -38,6 +38,8 @@ SPEED_KNOBS: dict[str, str] = {
     "environment (train.py / the launch script / the launch command)",
     "loss_chain": "padded-labels only: the files pin a transformers release (versions.json) "
     "whose ForCausalLMLoss pads the labels (4.49+); a plan read for an older release is refused",
+    "kbit_saves_input": "off only: the files install bitsandbytes >= 0.45, whose 4-bit matmul "
+    "keeps no input; a plan read for bitsandbytes before 0.43.2 is refused",
 }
 _SPEED_DEFAULTS = {
     "kernels": "eager",
@@ -72,6 +74,14 @@ def refuse_speed_knobs(fmt: str, cfg: TrainConfig) -> None:
             cfg.loss_chain,
             "the files pin a transformers release whose loss pads the labels (4.49 or later)",
             "plan without --transformers, or with 4.49 or later",
+        )
+    if cfg.kbit_saves_input:
+        raise refuse(
+            fmt,
+            "kbit_saves_input",
+            True,
+            "the files install bitsandbytes 0.45 or later, whose 4-bit matmul keeps no input",
+            "plan without --bitsandbytes, or with 0.43.2 or later",
         )
 
 

@@ -88,6 +88,8 @@ class SearchProblem:
     emit_format: str | None = None
     #: the standard loss's code path of the stack's transformers (TrainConfig.loss_chain)
     loss_chain: str = "padded-labels"
+    #: the stack's bitsandbytes keeps each 4-bit linear's input (TrainConfig.kbit_saves_input)
+    kbit_saves_input: bool = False
 
     def __post_init__(self) -> None:
         if self.max_gpus < 1:
@@ -307,6 +309,7 @@ def static_variants(problem: SearchProblem) -> list[dict[str, Any]]:
                     "attention": v["attention"][0],
                     "loss": loss,
                     "loss_chain": problem.loss_chain,
+                    "kbit_saves_input": problem.kbit_saves_input,
                     "optimizer_in_backward": oib,
                     # speed knobs and the segment mode: not searched, pinned or their defaults
                     **{k: problem.pins[k] for k in PINNED_ONLY if k in problem.pins},

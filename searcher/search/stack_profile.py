@@ -21,6 +21,9 @@ Each default is what the released code does, read at the version named:
   PR #35646); 4.46-4.48 upcast the returned logits in ``ForCausalLMLoss`` and copy the shifted
   slice; <= 4.45 upcast them in the model's forward and copy the shifted slice
   (constraints/logits.py ``loss_forward_bytes``).
+- bitsandbytes' 4-bit matmul (autograd/_functions.py ``MatMul4Bit.forward``, read in the released
+  wheels): 0.43.1 and before keep the input for the backward (``ctx.tensors = (A, B)``), 0.43.2
+  and after keep ``(None, B)`` (``TrainConfig.kbit_saves_input``).
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ from typing import TYPE_CHECKING
 
 from constraints.frozen import frozen
 from constraints.gpus import GpuSpec
+from constraints.precision import BNB_4BIT
 from searcher.search.stack import HF, TORCHTUNE
 
 if TYPE_CHECKING:
@@ -39,7 +43,12 @@ if TYPE_CHECKING:
     from constraints.model_spec import ModelSpec
 
 #: the releases fitplan's defaults were read from, assumed where the package is not installed
-RELEASES = {"transformers": "5.25.0", "peft": "0.21.2", "torch": "2.13.0"}
+RELEASES = {
+    "transformers": "5.25.0",
+    "peft": "0.21.2",
+    "torch": "2.13.0",
+    "bitsandbytes": "0.50.2",
+}
 FRAMEWORK_NAMES = {HF: "HF Trainer + PEFT", TORCHTUNE: "torchtune"}
 #: SDPA's flash kernel: sm80+, 16-bit, head_dim <= 256 (sdp_utils.cpp check_head_dim_size_flash)
 FLASH_MIN_SM, FLASH_MAX_HEAD_DIM = 8.0, 256
@@ -72,23 +81,24 @@ def _major(version: str) -> int:
     return release(version)[0]
 
 
-def release(version: str) -> tuple[int, int]:
-    """(major, minor) of a version string such as ``4.46.0.dev0``; missing parts read 0."""
-    parts = []
-    for piece in version.split(".")[:2]:
+def release(version: str, parts: int = 2) -> tuple[int, ...]:
+    """The first ``parts`` numbers of a version string such as ``4.46.0.dev0`` ((4, 46) by
+    default); missing parts read 0."""
+    out = []
+    for piece in version.split(".")[:parts]:
         digits = ""
         for ch in piece:
             if not ch.isdigit():
                 break
             digits += ch
-        parts.append(int(digits) if digits else 0)
-    while len(parts) < 2:
-        parts.append(0)
-    return parts[0], parts[1]
+        out.append(int(digits) if digits else 0)
+    return tuple(out + [0] * (parts - len(out)))
 
 
 #: the first transformers release of each causal-LM loss code (TrainConfig.loss_chain), newest first
 LOSS_CHAIN_SINCE = (((4, 49), "padded-labels"), ((4, 46), "shifted-upcast"))
+#: the first bitsandbytes release whose MatMul4Bit keeps no input (0.43.1: ``(A, B)``)
+KBIT_INPUT_FREED_SINCE = (0, 43, 2)
 
 
 @frozen
@@ -129,6 +139,13 @@ class StackProfile:
             if version >= since:
                 return chain
         return "shifted-fp32-logits"
+
+    def kbit_saves_input(self) -> bool:
+        """Whether this stack's 4-bit matmul keeps its input (TrainConfig.kbit_saves_input):
+        bitsandbytes before 0.43.2; torchtune's QLoRA is torchao's NF4, not bitsandbytes."""
+        if self.framework != HF:
+            return False
+        return release(self.versions["bitsandbytes"], 3) < KBIT_INPUT_FREED_SINCE
 
     def loads_checkpoint_dtype(self) -> bool:
         """Whether a model loaded without a dtype takes its checkpoint's 16-bit dtype."""
@@ -200,6 +217,9 @@ def fill_defaults(
     if "loss_chain" not in given:
         fields["loss_chain"] = profile.loss_chain()
         filled.append("loss_chain")
+    if fields.get("quant") in BNB_4BIT and "kbit_saves_input" not in given:
+        fields["kbit_saves_input"] = profile.kbit_saves_input()
+        filled.append("kbit_saves_input")
     if _kbit_prepared(profile, fields, given) and "checkpointing" not in given:
         # peft utils/other.py prepare_model_for_kbit_training(model, use_gradient_checkpointing=True)
         fields["checkpointing"] = "full"
@@ -249,6 +269,8 @@ def assumed_lines(
         out.append(f"adapters {dtype} ({why})")
         if bool(ConfigBatch.from_configs([cfg]).kbit_prepared[0]):
             out.append("prepare_model_for_kbit_training: the non-quantised parameters in fp32")
+    if cfg.quant in BNB_4BIT and "kbit_saves_input" not in given:
+        out.append(_kbit_input_phrase(profile, cfg.kbit_saves_input))
     if "checkpointing" in filled:
         out.append(
             "gradient checkpointing on (prepare_model_for_kbit_training's "
@@ -290,3 +312,13 @@ _BACKEND_WHY = {
     "single": " (one GPU: the Trainer runs the model itself, no DeepSpeed or FSDP)",
     "ddp": " (torch DDP: the Trainer's default on several GPUs)",
 }
+
+
+def _kbit_input_phrase(profile: StackProfile, saves: bool) -> str:
+    version = profile.versions["bitsandbytes"]
+    if saves:
+        return (
+            f"bitsandbytes {version}: each 4-bit linear keeps its input for the backward "
+            "(MatMul4Bit before 0.43.2)"
+        )
+    return f"bitsandbytes {version}: the 4-bit matmul keeps only the packed weight"

@@ -13,7 +13,7 @@ allocates exactly its transients (bitsandbytes/functional.py ``quantize_4bit`` /
 - forward (training has M = tokens > 1536, so the CUDA backend takes the dequantise + F.linear
   fallback): nested absmax dequantised to fp32 (two block-count fp32 tensors: the result and
   ``+ offset``), the weight dequantised to the input's dtype, ``F.linear``; nothing is saved but
-  the packed weight;
+  the packed weight (bitsandbytes < 0.43.2 keeps the input too: ``saves_input``);
 - backward: the absmax again (nested), the weight dequantised to the quant state's dtype (the
   dtype the model was loaded in), cast to the gradient's dtype when different, one matmul.
 
@@ -75,6 +75,8 @@ def _matmul_4bit() -> Any:
             del w
             ctx.layer = layer
             ctx.save_for_backward(packed)
+            if layer.saves_input and ctx.needs_input_grad[0]:
+                ctx.tensors = (x, packed)  # bitsandbytes < 0.43.2: ``ctx.tensors = (A, B)``
             return out
 
         @staticmethod
@@ -115,8 +117,11 @@ def linear4bit_class() -> type:
     class Linear4bitEmulation(base):  # type: ignore[valid-type, misc]
         """bnb.nn.Linear4bit's storage and transients (see the module docstring)."""
 
-        def __init__(self, linear: Any, compute_dtype: Any, double_quant: bool) -> None:
+        def __init__(
+            self, linear: Any, compute_dtype: Any, double_quant: bool, saves_input: bool = False
+        ) -> None:
             nn.Module.__init__(self)
+            self.saves_input = saves_input
             self.in_features = linear.in_features
             self.out_features = linear.out_features
             self.compute_dtype = compute_dtype
@@ -167,9 +172,12 @@ def linear4bit_class() -> type:
     return Linear4bitEmulation
 
 
-def quantise_linears(model: Any, compute_dtype: Any, double_quant: bool, skip: Any) -> int:
+def quantise_linears(
+    model: Any, compute_dtype: Any, double_quant: bool, skip: Any, saves_input: bool = False
+) -> int:
     """Replace every nn.Linear and Conv1D (but ``skip``: the head) by the NF4 emulation, as
-    transformers' bitsandbytes integration does (``llm_int8_skip_modules`` defaults to the head).
+    transformers' bitsandbytes integration does (``llm_int8_skip_modules`` defaults to the head);
+    ``saves_input``: as bitsandbytes < 0.43.2, whose ``MatMul4Bit`` keeps its input.
     Returns the number replaced."""
     from types import SimpleNamespace
 
@@ -192,7 +200,7 @@ def quantise_linears(model: Any, compute_dtype: Any, double_quant: bool, skip: A
                 )
             elif not isinstance(child, nn.Linear):
                 continue
-            setattr(module, child_name, cls(child, compute_dtype, double_quant))
+            setattr(module, child_name, cls(child, compute_dtype, double_quant, saves_input))
             n += 1
     return n
 

@@ -152,6 +152,12 @@ def _as_built(row: dict[str, str], spec: ModelSpec, assumptions: list[str]) -> M
 #: micro-batch), which the PEFT docs' FSDP runs used
 _NO_SYNC_LOOPS = ("litgpt", "peft", "transformers")
 
+#: the bitsandbytes release a source's QLoRA runs installed, where the source pins one: litgpt's
+#: pyproject.toml has ``bitsandbytes==0.42.0`` from 929f9c79 (2024-03-15) to d2ed13c3
+#: (2024-12-28, ">=0.44.0,<0.44.2"), which covers its README table's rows (2024-04-26 to
+#: 2024-09-27, read at 00af8b0d)
+_BITSANDBYTES_PINS = {"litgpt": "0.42.0"}
+
 
 def _fields_from_text(
     row: dict[str, str], spec: ModelSpec, gpu: GpuSpec, assumptions: list[str]
@@ -170,6 +176,7 @@ def _fields_from_text(
             assumptions.append(
                 "torchao NF4 (torchtune): 64-element blocks with 8-bit scalers ≈ nf4-dq"
             )
+        fields["kbit_saves_input"] = _old_bitsandbytes(row, assumptions)
     rec, notes = recipe_of(
         row.get("weight_precision", ""),
         row.get("compute_precision", ""),
@@ -241,3 +248,18 @@ def oom_cases() -> list[OomCase]:
         cfg = TrainConfig(**{**base.config.model_dump(), **patch["config"]})
         out.append(OomCase(row_id, base.spec, cfg, base.gpu, patch["what"]))
     return out
+
+
+def _old_bitsandbytes(row: dict[str, str], assumptions: list[str]) -> bool:
+    """Whether the row's source pins a bitsandbytes whose 4-bit matmul keeps its input."""
+    from searcher.search.stack_profile import KBIT_INPUT_FREED_SINCE, release
+
+    source = row.get("source", "").lower()
+    for name, version in _BITSANDBYTES_PINS.items():
+        if name in source and release(version, 3) < KBIT_INPUT_FREED_SINCE:
+            assumptions.append(
+                f"bitsandbytes {version} ({name}'s pin): each 4-bit linear keeps its input "
+                "for the backward"
+            )
+            return True
+    return False

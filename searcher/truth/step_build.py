@@ -81,7 +81,9 @@ def build(cfg_dict: dict[str, Any], cfg: TrainConfig) -> tuple[Any, str]:
 
         head = model.get_output_embeddings()
         with torch.device("meta"):
-            quantise_linears(model, torch_dtype(compute), cfg.quant == "nf4-dq", head)
+            quantise_linears(
+                model, torch_dtype(compute), cfg.quant == "nf4-dq", head, cfg.kbit_saves_input
+            )
         model.is_loaded_in_4bit = True  # what prepare_model_for_kbit_training looks for
         model.config._is_quantized = True  # what transformers' quantizer sets (quantizers/base.py)
     # PEFT's QLoRA recipe (fp32 adapters, PEFT's default) runs prepare_model_for_kbit_training:

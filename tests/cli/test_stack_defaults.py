@@ -293,3 +293,41 @@ def test_a_transformers_version_that_is_not_a_release_is_refused(
     assert main([*BASE, "--gpu", "t4", "--transformers", "latest"]) == 2
     err = capsys.readouterr().err
     assert "--transformers must be a release" in err and "Traceback" not in err
+
+
+def test_a_named_bitsandbytes_release_keeps_the_4bit_inputs(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """bitsandbytes 0.42.0 keeps each 4-bit linear's input (a ctx attribute, which checkpointing
+    cannot drop): with PEFT's fp32 stream each linear's fp16 cast copy, on a T4 that is every
+    layer's q, k, v, o, gate, up (2048 wide) and down (8192 wide) inputs of Llama-3.2-1B."""
+    pins = ["--gpu", "t4", "--method", "qlora"]
+    new = explain_json(capsys, *pins)
+    old = explain_json(capsys, *pins, "--bitsandbytes", "0.42.0")
+    tokens = 2 * 1024
+    per_layer = (6 * 2048 + 8192) * 2  # fp16 copies, bytes per token
+    gained = old["memory_bytes"]["saved_activations"] - new["memory_bytes"]["saved_activations"]
+    assert gained == pytest.approx(16 * tokens * per_layer)
+    assert old["config"]["kbit_saves_input"] is True
+    assert any(
+        "bitsandbytes 0.42.0" in line and "keeps its input" in line for line in old["assumed"]
+    )
+
+
+def test_a_bitsandbytes_version_that_is_not_a_release_is_refused(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main([*BASE, "--gpu", "t4", "--method", "qlora", "--bitsandbytes", "new"]) == 2
+    err = capsys.readouterr().err
+    assert "--bitsandbytes must be a release" in err and "Traceback" not in err
+
+
+def test_launch_files_are_not_written_for_an_old_bitsandbytes(
+    capsys: pytest.CaptureFixture[str], tmp_path
+) -> None:  # type: ignore[no-untyped-def]
+    out = tmp_path / "run"
+    argv = ["search", "--model", "llama-3.2-1b", "--gpu", "t4", "--method", "qlora"]
+    code = main([*argv, "--bitsandbytes", "0.42.0", "--emit", "hf", "--out", str(out)])
+    err = capsys.readouterr().err
+    assert code == 2 and "kbit_saves_input" in err and "0.43.2" in err
+    assert not out.exists()

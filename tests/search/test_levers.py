@@ -29,8 +29,10 @@ def test_every_field_maps_to_an_explain_option_of_that_field():
         assert flag in by_flag, flag
         # the option's dest is the field, or the CLI's short name for it (--rank -> lora_rank)
         assert by_flag[flag] in (field, field.removeprefix("lora_")), (field, flag)
-    # loss_chain follows the transformers release (--transformers), not a knob of its own
-    assert set(FLAG_OF_FIELD) == set(TrainConfig.model_fields) - {"dp", "loss_chain"}
+    # loss_chain and kbit_saves_input follow the transformers and bitsandbytes releases
+    # (--transformers, --bitsandbytes), not knobs of their own
+    derived = {"dp", "loss_chain", "kbit_saves_input"}
+    assert set(FLAG_OF_FIELD) == set(TrainConfig.model_fields) - derived
 
 
 def test_flags_follow_the_change_in_order():
