@@ -78,7 +78,9 @@ def read_built_as(cfg: dict[str, Any]) -> tuple[dict[str, Any], str]:
             f"{structure_families_version()} builds {like['model_class']} with {like['family']}'s "
             "structure (constraints/data/structure_families.json)."
         )
-        return {**cfg, "model_type": like["family"]}, caveat
+        from constraints.hf_config_llama import ABSENT_DEFAULTS
+
+        return {**ABSENT_DEFAULTS.get(name, {}), **cfg, "model_type": like["family"]}, caveat
     out = {**dict(alias.absent), **cfg}
     for theirs, ours in alias.renames:
         if theirs in out and ours not in cfg:

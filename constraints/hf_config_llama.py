@@ -103,6 +103,17 @@ ABSENT_DEFAULTS: dict[str, dict[str, float]] = {
         "n_routed_experts": 64,
         "moe_intermediate_size": 1407,
     },
+    # GlmConfig / Glm4Config: q/k/v bias on, 2 key-value heads
+    "glm": {"num_key_value_heads": 2, "attention_bias": True},
+    "glm4": {"num_key_value_heads": 2, "attention_bias": True},
+    # the types read with a supported family's structure (constraints/data/structure_families.json):
+    # their own config class's defaults, applied before the type is renamed
+    "cwm": {"num_key_value_heads": 8},
+    "ernie4_5": {"num_key_value_heads": 2, "head_dim": 128, "tie_word_embeddings": True},
+    "mellum": {"head_dim": 128},
+    "ministral3": {"num_key_value_heads": 8},
+    "seed_oss": {"num_key_value_heads": 8},
+    "smollm3": {"num_key_value_heads": 4, "tie_word_embeddings": True},
     # GptOssConfig (configuration_gpt_oss.py): attention_bias defaults true, 64 x 64 heads
     "gpt_oss": {
         "num_key_value_heads": 8,
@@ -114,6 +125,42 @@ ABSENT_DEFAULTS: dict[str, dict[str, float]] = {
 }
 
 _TIE_DEFAULT = {"gemma": True, "gemma2": True, "gemma3_text": True}
+
+#: the config keys that switch the q/k/v, o_proj and MLP biases, where a type's do not follow
+#: Llama's (attention_bias on q/k/v and o_proj, mlp_bias on the MLP); None: no bias
+#: (transformers 5.25 modeling_glm.py / modeling_glm4.py: o_proj and gate_up_proj bias=False)
+LLAMA_BIAS_KEYS = ("attention_bias", "attention_bias", "mlp_bias")
+BIAS_KEYS: dict[str, tuple[str | None, str | None, str | None]] = {
+    "glm": ("attention_bias", None, None),
+    "glm4": ("attention_bias", None, None),
+    "exaone4": (None, None, None),
+}
+
+#: what each type's layer code fixes, whatever its config says (transformers 5.25
+#: modeling_<type>.py): fused projections, the norms and where they sit, SDPA support
+LAYER_TRAITS: dict[str, dict[str, Any]] = {
+    "gemma": {"norm_weight_fp32": True},
+    # modeling_gemma2.py: "sdpa does not support softcapping"
+    "gemma2": {"norm_weight_fp32": True, "norms_per_layer": 4, "sdpa_supported": False},
+    "gemma3_text": {"norm_weight_fp32": True, "norms_per_layer": 4, "qk_norm": "head"},
+    "phi3": {"fused_qkv": True, "fused_gate_up": True},
+    "olmo": {"norm": "nonparam"},
+    "olmo2": {"norm_weight_fp32": True, "qk_norm": "full", "post_norm": True},
+    "qwen3": {"qk_norm": "head"},
+    "qwen3_moe": {"qk_norm": "head"},
+    # GlmMLP: one gate_up_proj, chunked; partial rotary on q and k (the same widths saved)
+    "glm": {"fused_gate_up": True},
+    # Glm4DecoderLayer: GLM's layer with a norm after attention and after the MLP as well
+    # (input, post_self_attn, post_attention, post_mlp: Gemma 2's four)
+    "glm4": {"fused_gate_up": True, "norms_per_layer": 4},
+    # Exaone4DecoderLayer: OLMo 2's norms after attention and after the MLP, no input norms,
+    # but per-head q/k norms and Llama's RMSNorm (the weight after the cast)
+    "exaone4": {"qk_norm": "head", "post_norm": True},
+}
+
+
+def _bias(cfg: dict[str, Any], key: str | None) -> bool:
+    return bool(cfg.get(key, False)) if key else False
 
 
 def llama_like(
@@ -152,9 +199,13 @@ def llama_like(
         "vocab": _positive("vocab_size", _int(cfg, "vocab_size", where=where), where),
         "max_position": cfg.get("max_position_embeddings"),
         "tie_embeddings": bool(cfg.get("tie_word_embeddings", _TIE_DEFAULT.get(model_type, False))),
-        "qkv_bias": bool(cfg.get("attention_bias", False)),
-        "o_bias": bool(cfg.get("attention_bias", False)),
-        "mlp_bias": bool(cfg.get("mlp_bias", False)),
+        **dict(
+            zip(
+                ("qkv_bias", "o_bias", "mlp_bias"),
+                (_bias(cfg, k) for k in BIAS_KEYS.get(model_type, LLAMA_BIAS_KEYS)),
+                strict=True,
+            )
+        ),
         "activation": str(cfg.get("hidden_act", cfg.get("hidden_activation", "silu"))),
         "attention_dropout": float(cfg.get("attention_dropout", 0.0) or 0.0),
         "sliding_window": _sliding_window(cfg, model_type),
@@ -169,24 +220,10 @@ def llama_like(
         kwargs["activation"] = str(
             cfg.get("hidden_activation", cfg.get("hidden_act", "gelu_pytorch_tanh"))
         )
-    if model_type == "gemma2":  # modeling_gemma2.py: "sdpa does not support softcapping"
-        kwargs["sdpa_supported"] = False
+    kwargs.update(LAYER_TRAITS.get(model_type, {}))
     if model_type in ("gemma2", "gemma3_text"):
-        kwargs["norms_per_layer"] = 4
         kwargs["attn_softcap"] = float(cfg.get("attn_logit_softcapping") or 0.0)
         kwargs["final_softcap"] = float(cfg.get("final_logit_softcapping") or 0.0)
-    if model_type == "gemma3_text":
-        kwargs["qk_norm"] = "head"
-    if model_type == "phi3":
-        kwargs["fused_qkv"] = True
-        kwargs["fused_gate_up"] = True
-    if model_type == "olmo":
-        kwargs["norm"] = "nonparam"
-    if model_type == "olmo2":
-        kwargs["qk_norm"] = "full"
-        kwargs["post_norm"] = True
-    if model_type in ("qwen3", "qwen3_moe"):
-        kwargs["qk_norm"] = "head"
     if model_type == "mixtral":
         kwargs["num_experts"] = _experts(cfg, "mixtral", where)
         kwargs["experts_per_token"] = _int(cfg, "num_experts_per_tok", where=where, default=2)

@@ -7,16 +7,20 @@ from constraints.model_spec import ModelSpec
 from constraints.param_families import inventory
 from constraints.param_groups import ParamGroup
 
-#: PEFT's default target_modules per model_type (peft/utils/constants.py,
-#: TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING).
+#: PEFT 0.21.2's default target_modules per model_type (peft/utils/constants.py
+#: TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING), for the types fitplan reads; a type it
+#: lacks has none: ``LoraConfig()`` without target_modules raises "Please specify
+#: `target_modules`" (tuners/lora/model.py ``_prepare_adapter_config``)
 PEFT_DEFAULT_TARGETS = {
+    **dict.fromkeys(
+        ("llama", "mistral", "mixtral", "gemma", "gemma2", "gemma3_text", "qwen2", "qwen3", "opt"),
+        ("q_proj", "v_proj"),
+    ),
     "gpt2": ("c_attn",),
-    "opt": ("q_proj", "v_proj"),
     "falcon": ("query_key_value",),
     "t5": ("q", "v"),
     "mt5": ("q", "v"),
     "bert": ("query", "value"),
-    "phi3": ("qkv_proj",),
 }
 
 
@@ -38,9 +42,14 @@ def lora_target_groups(spec: ModelSpec, targets: str) -> list[ParamGroup]:
     if key == "attention":
         return [g for groups in modules.values() for g in groups if g.role == "attention"]
     if key == "default":
-        if spec.is_mla:  # not in PEFT's mapping: take the attention projections
-            return [g for groups in modules.values() for g in groups if g.role == "attention"]
-        names = PEFT_DEFAULT_TARGETS.get(spec.family, ("q_proj", "v_proj"))
+        if spec.family not in PEFT_DEFAULT_TARGETS:
+            raise FitplanError(
+                f"PEFT has no default LoRA targets for model_type {spec.family} (its LoraConfig "
+                "without target_modules raises)",
+                "name them: --lora-targets all-linear, attention, or module names such as "
+                f"{','.join(sorted(modules)[:2])}",
+            )
+        names = PEFT_DEFAULT_TARGETS[spec.family]
     else:
         names = tuple(n.strip() for n in targets.split(",") if n.strip())
     if not names:

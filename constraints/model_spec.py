@@ -38,6 +38,9 @@ LLAMA_LIKE = {
     "deepseek_v2",
     "deepseek_v3",
     "gpt_oss",
+    "glm",
+    "glm4",
+    "exaone4",
 }
 #: Gemma's layers: GELU-tanh, RMSNorm computing ``x̂ · (1 + w)`` in fp32; Gemma 2 and 3 add a norm
 #: after attention and around the MLP (four per layer); Gemma 3 adds per-head q/k norms
@@ -81,6 +84,9 @@ class ModelSpec(Record):
     fused_qkv: bool = False
     fused_gate_up: bool = False
     post_norm: bool = False
+    #: the RMSNorm weight multiplies the fp32 normalised value before the cast back (Gemma,
+    #: OLMo 2: ``(x̂ · w).to(dtype)``), where Llama's casts first (``w · x̂.to(dtype)``)
+    norm_weight_fp32: bool = False
     #: tanh soft-caps (Gemma 2: ``attn_logit_softcapping`` on the attention scores,
     #: ``final_logit_softcapping`` on the logits); 0 = none
     attn_softcap: float = bounded(0.0, ge=0.0)

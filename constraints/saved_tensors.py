@@ -20,7 +20,7 @@ from __future__ import annotations
 from typing import Literal
 
 from constraints.frozen import frozen
-from constraints.model_spec import GEMMA, LLAMA_LIKE, ModelSpec
+from constraints.model_spec import LLAMA_LIKE, ModelSpec
 
 DKind = Literal["compute", "residual", "fp32", "softmax", "mask", "cast16", "autocast16"]
 DKINDS: tuple[DKind, ...] = (
@@ -74,7 +74,7 @@ def _norm(spec: ModelSpec, name: str, width: int, rows: int = 1) -> list[Saved]:
             Saved(f"{name}: mean and rstd", 2, "fp32", tp_split=False),
         ]
     rsqrt = Saved(f"{name}: rsqrt per row (fp32)", rows, "fp32", tp_split=False)
-    if spec.family in (*GEMMA, "olmo2"):
+    if spec.norm_weight_fp32:
         # the weight multiplies the fp32 normalised value, then casts: (x̂ · w).to(dtype)
         return [
             Saved(f"{name}: fp32 upcast of the input", width, "fp32", tp_split=False),
