@@ -125,6 +125,8 @@ ABSENT_DEFAULTS: dict[str, dict[str, float]] = {
 }
 
 _TIE_DEFAULT = {"gemma": True, "gemma2": True, "gemma3_text": True}
+#: the activation a config class defaults to where it is not Llama's SiLU (ArceeConfig: relu2)
+DEFAULT_ACTIVATION = {"arcee": "relu2"}
 
 #: the config keys that switch the q/k/v, o_proj and MLP biases, where a type's do not follow
 #: Llama's (attention_bias on q/k/v and o_proj, mlp_bias on the MLP); None: no bias
@@ -156,6 +158,8 @@ LAYER_TRAITS: dict[str, dict[str, Any]] = {
     # Exaone4DecoderLayer: OLMo 2's norms after attention and after the MLP, no input norms,
     # but per-head q/k norms and Llama's RMSNorm (the weight after the cast)
     "exaone4": {"qk_norm": "head", "post_norm": True},
+    # ArceeMLP: down_proj(act(up_proj(x))), no gate (relu2 by default)
+    "arcee": {"gated_mlp": False},
 }
 
 
@@ -206,7 +210,12 @@ def llama_like(
                 strict=True,
             )
         ),
-        "activation": str(cfg.get("hidden_act", cfg.get("hidden_activation", "silu"))),
+        "activation": str(
+            cfg.get(
+                "hidden_act",
+                cfg.get("hidden_activation", DEFAULT_ACTIVATION.get(model_type, "silu")),
+            )
+        ),
         "attention_dropout": float(cfg.get("attention_dropout", 0.0) or 0.0),
         "sliding_window": _sliding_window(cfg, model_type),
     }

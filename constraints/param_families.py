@@ -172,6 +172,14 @@ def _gated_mlp(
     )
 
 
+def _up_down_mlp(spec: ModelSpec, block: str) -> list[ParamGroup]:
+    """An MLP without a gate: ``down_proj(act(up_proj(x)))`` (Arcee)."""
+    h, inter = spec.hidden, spec.intermediate
+    return _linear(
+        "mlp.up_proj", "up_proj", h, inter, block=block, role="mlp", bias=spec.mlp_bias
+    ) + _linear("mlp.down_proj", "down_proj", inter, h, block=block, role="mlp", bias=spec.mlp_bias)
+
+
 def _llama_like(spec: ModelSpec) -> ParamInventory:
     h = spec.hidden
     blocks: dict[str, int] = {}
@@ -187,7 +195,11 @@ def _llama_like(spec: ModelSpec) -> ParamInventory:
         groups += _llama_attention(spec, block)
         groups += _norm("layer_norms", spec, h, block, per_block=spec.norms_per_layer)
         if block == "dense":
-            groups += _gated_mlp(spec, "mlp", spec.intermediate, block, "mlp")
+            groups += (
+                _gated_mlp(spec, "mlp", spec.intermediate, block, "mlp")
+                if spec.gated_mlp
+                else _up_down_mlp(spec, block)
+            )
             continue
         e, inter = spec.num_experts, spec.moe_intermediate
         if not spec.router_linear:

@@ -90,7 +90,18 @@ def _llama_layer(spec: ModelSpec, moe: bool) -> list[Saved]:
         )
     elif not spec.post_norm:
         s += _norm(spec, "post_attention_layernorm", h)
-    if not moe:
+    if not moe and not spec.gated_mlp:
+        s.append(
+            Saved(
+                "up projection input (normed hidden)",
+                h,
+                "compute",
+                inputs_of=("mlp.up_proj",),
+                tp_split=False,
+            )
+        )
+        s += _plain_mlp(spec, "mlp.up_proj", "mlp.down_proj", spec.intermediate)
+    elif not moe:
         up = ("mlp.gate_up_proj",) if spec.fused_gate_up else ("mlp.gate_proj", "mlp.up_proj")
         s.append(
             Saved(

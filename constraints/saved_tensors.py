@@ -275,6 +275,13 @@ def _plain_mlp(spec: ModelSpec, fc_in: str, fc_out: str, inter: int) -> list[Sav
         # relu saves its output, which is also the next linear's input: one storage
         saved = [Saved(f"{fc_in} output after relu (relu and {fc_out} share it)", inter, "compute")]
         return saved
+    if act == "relu2":
+        # transformers' ReLUSquaredActivation: relu saves its output, square saves its input (the
+        # same storage); the square's output is the next linear's input
+        return [
+            Saved(f"{fc_in} output after relu (relu and square share it)", inter, "compute"),
+            Saved(f"relu² output ({fc_out} input)", inter, "compute", inputs_of=(fc_out,)),
+        ]
     saved.append(
         Saved(f"activation output ({fc_out} input)", inter, "compute", inputs_of=(fc_out,))
     )

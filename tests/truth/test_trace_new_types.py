@@ -39,7 +39,7 @@ def _narrowed(model_type: str) -> dict[str, Any]:
     return cfg
 
 
-@pytest.mark.parametrize("model_type", ["glm", "glm4", "exaone4"])
+@pytest.mark.parametrize("model_type", ["glm", "glm4", "exaone4", "arcee"])
 @pytest.mark.parametrize(
     "kw",
     [
