@@ -106,6 +106,8 @@ ABSENT_DEFAULTS: dict[str, dict[str, float]] = {
     # GlmConfig / Glm4Config: q/k/v bias on, 2 key-value heads
     "glm": {"num_key_value_heads": 2, "attention_bias": True},
     "glm4": {"num_key_value_heads": 2, "attention_bias": True},
+    # Starcoder2Config: biases on, 2 key-value heads
+    "starcoder2": {"num_key_value_heads": 2, "use_bias": True},
     # the types read with a supported family's structure (constraints/data/structure_families.json):
     # their own config class's defaults, applied before the type is renamed
     "cwm": {"num_key_value_heads": 8},
@@ -124,9 +126,9 @@ ABSENT_DEFAULTS: dict[str, dict[str, float]] = {
     },
 }
 
-_TIE_DEFAULT = {"gemma": True, "gemma2": True, "gemma3_text": True}
+_TIE_DEFAULT = {"gemma": True, "gemma2": True, "gemma3_text": True, "starcoder2": True}
 #: the activation a config class defaults to where it is not Llama's SiLU (ArceeConfig: relu2)
-DEFAULT_ACTIVATION = {"arcee": "relu2"}
+DEFAULT_ACTIVATION = {"arcee": "relu2", "starcoder2": "gelu_pytorch_tanh"}
 
 #: the config keys that switch the q/k/v, o_proj and MLP biases, where a type's do not follow
 #: Llama's (attention_bias on q/k/v and o_proj, mlp_bias on the MLP); None: no bias
@@ -136,6 +138,7 @@ BIAS_KEYS: dict[str, tuple[str | None, str | None, str | None]] = {
     "glm": ("attention_bias", None, None),
     "glm4": ("attention_bias", None, None),
     "exaone4": (None, None, None),
+    "starcoder2": ("use_bias", "use_bias", "use_bias"),
 }
 
 #: what each type's layer code fixes, whatever its config says (transformers 5.25
@@ -160,6 +163,9 @@ LAYER_TRAITS: dict[str, dict[str, Any]] = {
     "exaone4": {"qk_norm": "head", "post_norm": True},
     # ArceeMLP: down_proj(act(up_proj(x))), no gate (relu2 by default)
     "arcee": {"gated_mlp": False},
+    # Starcoder2DecoderLayer: LayerNorms with bias, mlp.c_fc / mlp.c_proj without a gate,
+    # dropout after attention and after the MLP (residual_dropout) and on the embeddings
+    "starcoder2": {"gated_mlp": False, "norm": "layernorm", "mlp_up": "c_fc", "mlp_down": "c_proj"},
 }
 
 
@@ -218,6 +224,8 @@ def llama_like(
         ),
         "attention_dropout": float(cfg.get("attention_dropout", 0.0) or 0.0),
         "sliding_window": _sliding_window(cfg, model_type),
+        "hidden_dropout": float(cfg.get("residual_dropout", 0.0) or 0.0),
+        "embedding_dropout": float(cfg.get("embedding_dropout", 0.0) or 0.0),
     }
     if model_type in ("qwen2", "qwen2_moe"):
         # Qwen2 always has q/k/v bias and none on o_proj; Qwen2-MoE's config has a qkv_bias

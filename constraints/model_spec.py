@@ -42,6 +42,7 @@ LLAMA_LIKE = {
     "glm4",
     "exaone4",
     "arcee",
+    "starcoder2",
 }
 #: Gemma's layers: GELU-tanh, RMSNorm computing ``x̂ · (1 + w)`` in fp32; Gemma 2 and 3 add a norm
 #: after attention and around the MLP (four per layer); Gemma 3 adds per-head q/k norms
@@ -80,6 +81,10 @@ class ModelSpec(Record):
     final_norm: bool = True
     qk_norm: Literal["none", "head", "full"] = "none"
     gated_mlp: bool = True
+    #: the two linears of an MLP without a gate in the Llama path (Arcee's up/down_proj,
+    #: Starcoder2's c_fc/c_proj)
+    mlp_up: str = "up_proj"
+    mlp_down: str = "down_proj"
     activation: str = "silu"
     parallel_attn: bool = False
     fused_qkv: bool = False
@@ -93,6 +98,8 @@ class ModelSpec(Record):
     attn_softcap: float = bounded(0.0, ge=0.0)
     final_softcap: float = bounded(0.0, ge=0.0)
     hidden_dropout: float = 0.0
+    #: dropout on the token embeddings (Starcoder2's embedding_dropout)
+    embedding_dropout: float = 0.0
     attention_dropout: float = 0.0
     embed_proj_dim: int = 0
     relative_attention_buckets: int = 0

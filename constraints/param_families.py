@@ -173,11 +173,12 @@ def _gated_mlp(
 
 
 def _up_down_mlp(spec: ModelSpec, block: str) -> list[ParamGroup]:
-    """An MLP without a gate: ``down_proj(act(up_proj(x)))`` (Arcee)."""
+    """An MLP without a gate: ``down(act(up(x)))`` (Arcee's up/down_proj, Starcoder2's c_fc/c_proj)."""
     h, inter = spec.hidden, spec.intermediate
+    up, down = spec.mlp_up, spec.mlp_down
     return _linear(
-        "mlp.up_proj", "up_proj", h, inter, block=block, role="mlp", bias=spec.mlp_bias
-    ) + _linear("mlp.down_proj", "down_proj", inter, h, block=block, role="mlp", bias=spec.mlp_bias)
+        f"mlp.{up}", up, h, inter, block=block, role="mlp", bias=spec.mlp_bias
+    ) + _linear(f"mlp.{down}", down, inter, h, block=block, role="mlp", bias=spec.mlp_bias)
 
 
 def _llama_like(spec: ModelSpec) -> ParamInventory:

@@ -82,6 +82,8 @@ def _llama_layer(spec: ModelSpec, moe: bool) -> list[Saved]:
             "self_attn.o_proj",
             v_view_of=q + 2 * kv if spec.fused_qkv else None,
         )
+    if spec.hidden_dropout > 0:  # Starcoder2: dropout(o_proj(...), residual_dropout)
+        s.append(Saved("residual dropout mask (attention)", h, "mask", tp_split=False))
     if spec.post_norm:
         s += _norm(spec, "post_attention_layernorm", h)
     if spec.norms_per_layer == 4:  # Gemma 2 / 3: norms after attention and around the MLP
@@ -91,16 +93,13 @@ def _llama_layer(spec: ModelSpec, moe: bool) -> list[Saved]:
     elif not spec.post_norm:
         s += _norm(spec, "post_attention_layernorm", h)
     if not moe and not spec.gated_mlp:
+        up, down = f"mlp.{spec.mlp_up}", f"mlp.{spec.mlp_down}"
         s.append(
             Saved(
-                "up projection input (normed hidden)",
-                h,
-                "compute",
-                inputs_of=("mlp.up_proj",),
-                tp_split=False,
+                "up projection input (normed hidden)", h, "compute", inputs_of=(up,), tp_split=False
             )
         )
-        s += _plain_mlp(spec, "mlp.up_proj", "mlp.down_proj", spec.intermediate)
+        s += _plain_mlp(spec, up, down, spec.intermediate)
     elif not moe:
         up = ("mlp.gate_up_proj",) if spec.fused_gate_up else ("mlp.gate_proj", "mlp.up_proj")
         s.append(
@@ -157,6 +156,8 @@ def _llama_layer(spec: ModelSpec, moe: bool) -> list[Saved]:
         )
         if spec.shared_experts:
             s += _gated_mlp(spec, "mlp.shared_experts", spec.shared_expert_intermediate)
+    if spec.hidden_dropout > 0:
+        s.append(Saved("residual dropout mask (MLP)", h, "mask", tp_split=False))
     if spec.post_norm or spec.norms_per_layer == 4:
         s += _norm(spec, "post_feedforward_layernorm", h)
     return s
@@ -377,7 +378,7 @@ def model_level_saved(spec: ModelSpec) -> list[Saved]:
     if spec.arch == "raw":
         return []
     s: list[Saved] = []
-    if spec.family in ("gpt2", "bert") and spec.hidden_dropout > 0:
+    if (spec.family in ("gpt2", "bert") and spec.hidden_dropout > 0) or spec.embedding_dropout > 0:
         s.append(Saved("embedding dropout mask", h, "mask", tp_split=False))
     if spec.family == "bert":
         s += _norm(spec, "embeddings.LayerNorm", h)

@@ -189,23 +189,27 @@ def _attention_core(
         )
     if spec.family in HF_FP32_SOFTMAX:
         # HF eager: softmax(dtype=float32).to(query.dtype): softmax saves its fp32 output (traced:
-        # 4 bytes per score whatever the model dtype) and the 16-bit copy feeds the PV matmul
-        saved += [
+        # 4 bytes per score whatever the model dtype) and the 16-bit copy feeds the PV matmul;
+        # under attention dropout the dropped copy feeds it instead (dropout keeps only its mask)
+        saved.append(
             Saved(
                 "attention probabilities (fp32 softmax output)",
                 heads,
                 "fp32",
                 s2=True,
                 eager_only=True,
-            ),
-            Saved(
-                "attention probabilities cast to compute dtype (PV matmul input)",
-                heads,
-                "cast16",
-                s2=True,
-                eager_only=True,
-            ),
-        ]
+            )
+        )
+        if not dropout:
+            saved.append(
+                Saved(
+                    "attention probabilities cast to compute dtype (PV matmul input)",
+                    heads,
+                    "cast16",
+                    s2=True,
+                    eager_only=True,
+                )
+            )
     else:
         saved.append(
             Saved(

@@ -32,14 +32,27 @@ NARROW = {
 WORST = 0.02
 
 
-def _narrowed(model_type: str) -> dict[str, Any]:
-    cfg = {**CONFIGS[model_type], **NARROW}
+#: Starcoder2 as its published checkpoints train: residual, embedding and attention dropout 0.1
+#: (the config class defaults them to 0)
+DROPOUT = {"residual_dropout": 0.1, "embedding_dropout": 0.1, "attention_dropout": 0.1}
+TYPES = [
+    ("glm", {}),
+    ("glm4", {}),
+    ("exaone4", {}),
+    ("arcee", {}),
+    ("starcoder2", {}),
+    ("starcoder2", DROPOUT),
+]
+
+
+def _narrowed(model_type: str, extra: dict[str, Any]) -> dict[str, Any]:
+    cfg = {**CONFIGS[model_type], **NARROW, **extra}
     for key in ("layer_types", "eos_token_id", "bos_token_id"):
         cfg.pop(key, None)
     return cfg
 
 
-@pytest.mark.parametrize("model_type", ["glm", "glm4", "exaone4", "arcee"])
+@pytest.mark.parametrize(("model_type", "extra"), TYPES)
 @pytest.mark.parametrize(
     "kw",
     [
@@ -48,7 +61,9 @@ def _narrowed(model_type: str) -> dict[str, Any]:
         {"lora_targets": "all-linear", "attention": "sdpa", "recipe": "amp"},
     ],
 )
-def test_lora_on_a_trait_read_type_matches_its_trace(model_type: str, kw: dict[str, Any]) -> None:
+def test_lora_on_a_trait_read_type_matches_its_trace(
+    model_type: str, extra: dict[str, Any], kw: dict[str, Any]
+) -> None:
     pytest.importorskip("peft")
     from constraints.config import TrainConfig
     from constraints.gpus import resolve_gpu
@@ -57,7 +72,7 @@ def test_lora_on_a_trait_read_type_matches_its_trace(model_type: str, kw: dict[s
     from searcher.truth.step_trace import trace_step
 
     quiet_transformers()
-    hf = _narrowed(model_type)
+    hf = _narrowed(model_type, extra)
     spec = spec_from_hf_config(hf, id=model_type, name=model_type)
     cfg = {"method": "lora", "micro_batch": 2, "seq_len": 256, "recipe": "bf16-torch", **kw}
     traced = trace_step(spec, TrainConfig(**cfg), hf_config_dict=hf).peak_bytes
