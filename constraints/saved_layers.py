@@ -93,13 +93,17 @@ def _llama_layer(spec: ModelSpec, moe: bool) -> list[Saved]:
     elif not spec.post_norm:
         s += _norm(spec, "post_attention_layernorm", h)
     if not moe and not spec.gated_mlp:
-        up, down = f"mlp.{spec.mlp_up}", f"mlp.{spec.mlp_down}"
+        fc_in, fc_out = f"mlp.{spec.mlp_up}", f"mlp.{spec.mlp_down}"
         s.append(
             Saved(
-                "up projection input (normed hidden)", h, "compute", inputs_of=(up,), tp_split=False
+                "up projection input (normed hidden)",
+                h,
+                "compute",
+                inputs_of=(fc_in,),
+                tp_split=False,
             )
         )
-        s += _plain_mlp(spec, up, down, spec.intermediate)
+        s += _plain_mlp(spec, fc_in, fc_out, spec.intermediate)
     elif not moe:
         up = ("mlp.gate_up_proj",) if spec.fused_gate_up else ("mlp.gate_proj", "mlp.up_proj")
         s.append(
