@@ -67,6 +67,10 @@ def _parse(
         return _opt(cfg, common, where)
     if model_type == "falcon":
         return _falcon(cfg, common, where)
+    if model_type == "gpt_neox":
+        from constraints.gpt_neox import read_gpt_neox
+
+        return read_gpt_neox(cfg, common, where)
     if model_type in ("t5", "mt5"):
         return _t5(cfg, common, where, model_type)
     if model_type == "bert":

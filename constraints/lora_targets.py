@@ -18,6 +18,7 @@ PEFT_DEFAULT_TARGETS = {
     ),
     "gpt2": ("c_attn",),
     "falcon": ("query_key_value",),
+    "gpt_neox": ("query_key_value",),
     "t5": ("q", "v"),
     "mt5": ("q", "v"),
     "bert": ("query", "value"),

@@ -406,6 +406,10 @@ def inventory(spec: ModelSpec) -> ParamInventory:
         return _opt(spec)
     if spec.family == "falcon":
         return _falcon(spec)
+    if spec.family == "gpt_neox":
+        from constraints.gpt_neox import gpt_neox_inventory
+
+        return gpt_neox_inventory(spec)
     if spec.family in ("t5", "mt5"):
         return _t5(spec)
     if spec.family == "bert":

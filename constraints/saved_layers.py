@@ -352,6 +352,10 @@ def layer_saved(spec: ModelSpec, block: str) -> list[Saved]:
         return _opt_layer(spec)
     if spec.family == "falcon":
         return _falcon_layer(spec)
+    if spec.family == "gpt_neox":
+        from constraints.gpt_neox import gpt_neox_layer
+
+        return gpt_neox_layer(spec)
     if spec.family == "bert":
         return _bert_layer(spec)
     if spec.family in ("t5", "mt5"):

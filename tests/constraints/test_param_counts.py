@@ -26,7 +26,25 @@ TRANSFORMERS = json.loads((DATA / "transformers_param_counts.json").read_text())
 
 
 def test_catalog_covers_the_reference_csv() -> None:
-    assert len(catalog_ids()) == 65
+    assert len(catalog_ids()) == 70
+
+
+@pytest.mark.parametrize(
+    ("model_id", "non_embedding"),
+    [
+        # the Pythia model card's table (huggingface.co/EleutherAI/pythia-410m-v0), "Non-Embedding
+        # Params": everything but embed_in and the untied head
+        ("pythia-160m", 85_056_000),
+        ("pythia-410m", 302_311_424),
+        ("pythia-1b", 805_736_448),
+        ("pythia-1.4b", 1_208_602_624),
+        ("pythia-2.8b", 2_517_652_480),
+    ],
+)
+def test_pythia_non_embedding_counts_are_the_model_cards(model_id: str, non_embedding: int) -> None:
+    inv = inventory(catalog_model(model_id))
+    vocab_matrices = sum(g.numel for g in inv.groups if g.kind in ("embedding", "lm_head"))
+    assert inv.total - vocab_matrices == non_embedding
 
 
 @pytest.mark.parametrize("model_id", catalog_ids())
