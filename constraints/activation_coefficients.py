@@ -78,6 +78,9 @@ class ActivationCoefficients:
     #: rank, over the whole model (:func:`_expert_keys`)
     folded_weight_elems: float = 0.0
     folded_factor_rank_elems: float = 0.0
+    #: of the first layer, what its parallel MLP branch does not save when nothing in it trains
+    #: (Saved.parallel_branch), per token by dtype kind
+    first_layer_unrecorded: dict[DKind, float] = field(default_factory=dict)
     lines: tuple[tuple[str, float, str, bool], ...] = field(default=())
 
 
@@ -196,6 +199,13 @@ def activation_coefficients(
             largest_bytes = size
             layer_pt, layer_s2 = dict(pt), dict(ps)
             after_pt, after_rank, after_copy = apt, a_rank, a_copy
+    first = dict.fromkeys(DKINDS, 0.0)
+    if not full_ft:
+        block0 = next(iter(blocks))
+        for x in layer_saved(spec, block0):
+            branch = _qualify(spec, x.parallel_branch, block0) if x.parallel_branch else ""
+            if branch and branch not in targets and not x.inputs_of and keeps(x, block0):
+                (first if not x.s2 else {})[x.dtype] = first[x.dtype] + x.width
     for x in model_level_saved(spec):
         if keeps(x, ""):
             per_token[x.dtype] += x.width
@@ -217,6 +227,7 @@ def activation_coefficients(
         folded_factor_rank_elems=folded_factors
         + (fused_expert_lora_extra(spec, lora_targets) if method != "full" and experts else 0.0),
         lines=tuple(lines),
+        first_layer_unrecorded=first,
     )
 
 

@@ -153,6 +153,11 @@ def activation_arrays(spec: ModelSpec, batch: ConfigBatch) -> dict[str, np.ndarr
                 coef.lora_copy_elems * (copy_elem[sel] + batch.lora_dropout[sel]) * has_copies
             )
             lora_extra[sel] = tokens[sel] * (rank_bytes + copy_bytes)
+            # the first layer's parallel MLP branch, recorded by no graph (its input, the frozen
+            # embedding's output, does not require grad: PEFT enables that only with checkpointing)
+            lora_extra[sel] -= tokens[sel] * sum(
+                kind_bytes[kind][sel] * w for kind, w in coef.first_layer_unrecorded.items()
+            )
             kbit_inputs[sel] = tokens[sel] * _quantized_input_bytes(
                 spec,
                 batch,

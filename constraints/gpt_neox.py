@@ -20,7 +20,7 @@ from constraints.hf_config_fields import per_head as _per_head
 from constraints.hf_config_fields import positive as _positive
 from constraints.model_spec import ModelSpec
 from constraints.param_groups import ParamGroup, ParamInventory, _linear, _norm
-from constraints.saved_tensors import Saved, _attention_core, _plain_mlp
+from constraints.saved_tensors import Saved, _attention_core, _plain_mlp, in_parallel_branch
 from constraints.saved_tensors import _norm as _saved_norm
 
 
@@ -114,7 +114,8 @@ def gpt_neox_layer(spec: ModelSpec) -> list[Saved]:
             tp_split=False,
         )
     )
-    s += _plain_mlp(spec, "mlp.dense_h_to_4h", "mlp.dense_4h_to_h", i)
+    mlp = _plain_mlp(spec, "mlp.dense_h_to_4h", "mlp.dense_4h_to_h", i)
+    s += in_parallel_branch(mlp, "mlp.dense_h_to_4h") if spec.parallel_attn else mlp
     if drop:
         s.append(Saved("residual dropout mask (MLP)", h, "mask", tp_split=False))
     return s

@@ -71,6 +71,10 @@ def _parse(
         from constraints.gpt_neox import read_gpt_neox
 
         return read_gpt_neox(cfg, common, where)
+    if model_type == "phi":
+        from constraints.phi import read_phi
+
+        return read_phi(cfg, common, where)
     if model_type in ("t5", "mt5"):
         return _t5(cfg, common, where, model_type)
     if model_type == "bert":

@@ -19,6 +19,7 @@ PEFT_DEFAULT_TARGETS = {
     "gpt2": ("c_attn",),
     "falcon": ("query_key_value",),
     "gpt_neox": ("query_key_value",),
+    "phi": ("q_proj", "v_proj", "fc1", "fc2"),
     "t5": ("q", "v"),
     "mt5": ("q", "v"),
     "bert": ("query", "value"),

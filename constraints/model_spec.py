@@ -48,7 +48,9 @@ LLAMA_LIKE = {
 #: after attention and around the MLP (four per layer); Gemma 3 adds per-head q/k norms
 #: (modeling_gemma3.py ``Gemma3Attention.q_norm``, ``k_norm``: Gemma3RMSNorm(head_dim))
 GEMMA = ("gemma", "gemma2", "gemma3_text")
-SUPPORTED_TYPES = sorted(LLAMA_LIKE | {"gpt2", "opt", "falcon", "gpt_neox", "t5", "mt5", "bert"})
+SUPPORTED_TYPES = sorted(
+    LLAMA_LIKE | {"gpt2", "opt", "falcon", "gpt_neox", "phi", "t5", "mt5", "bert"}
+)
 
 
 @frozen(slots=True, kw_only=True)

@@ -410,6 +410,10 @@ def inventory(spec: ModelSpec) -> ParamInventory:
         from constraints.gpt_neox import gpt_neox_inventory
 
         return gpt_neox_inventory(spec)
+    if spec.family == "phi":
+        from constraints.phi import phi_inventory
+
+        return phi_inventory(spec)
     if spec.family in ("t5", "mt5"):
         return _t5(spec)
     if spec.family == "bert":

@@ -7,7 +7,14 @@ dtype kind, following Korthikanti et al. (2022); :func:`layer_saved` picks a fam
 from __future__ import annotations
 
 from constraints.model_spec import ModelSpec
-from constraints.saved_tensors import Saved, _attention_core, _gated_mlp, _norm, _plain_mlp
+from constraints.saved_tensors import (
+    Saved,
+    _attention_core,
+    _gated_mlp,
+    _norm,
+    _plain_mlp,
+    in_parallel_branch,
+)
 
 
 def _llama_layer(spec: ModelSpec, moe: bool) -> list[Saved]:
@@ -228,8 +235,8 @@ def _falcon_layer(spec: ModelSpec) -> list[Saved]:
     # unbind): q and k are rotated into new tensors, v stays a view of the fused output; the
     # eager path is Llama's eager_attention_forward (repeat_kv, fp32 softmax cast back)
     s += _attention_core(spec, q, kv, kv, "self_attention.dense", v_view_of=q + 2 * kv)
-    s += _plain_mlp(spec, "mlp.dense_h_to_4h", "mlp.dense_4h_to_h", i)
-    return s
+    mlp = _plain_mlp(spec, "mlp.dense_h_to_4h", "mlp.dense_4h_to_h", i)
+    return s + (in_parallel_branch(mlp, "mlp.dense_h_to_4h") if spec.parallel_attn else mlp)
 
 
 def _bert_layer(spec: ModelSpec) -> list[Saved]:
@@ -356,6 +363,10 @@ def layer_saved(spec: ModelSpec, block: str) -> list[Saved]:
         from constraints.gpt_neox import gpt_neox_layer
 
         return gpt_neox_layer(spec)
+    if spec.family == "phi":
+        from constraints.phi import phi_layer
+
+        return phi_layer(spec)
     if spec.family == "bert":
         return _bert_layer(spec)
     if spec.family in ("t5", "mt5"):

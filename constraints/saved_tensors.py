@@ -57,6 +57,11 @@ class Saved:
     recomputed_by_selective: bool = False
     #: saved by the flash kernel, or kept as an input of a checkpointed (selective) attention core
     flash_or_selective: bool = False
+    #: in the MLP branch of a parallel layer (Phi, GPT-NeoX, Falcon), produced from this linear's
+    #: output: in the first layer, whose input (the frozen embedding's output) does not require
+    #: grad, nothing in the branch is recorded unless this linear trains (its output is a leaf of
+    #: no graph): not saved there
+    parallel_branch: str = ""
 
 
 def _norm(spec: ModelSpec, name: str, width: int, rows: int = 1) -> list[Saved]:
@@ -120,7 +125,7 @@ def _norm(spec: ModelSpec, name: str, width: int, rows: int = 1) -> list[Saved]:
 
 #: families whose HF eager attention runs ``softmax(scores, dtype=torch.float32)``
 #: every Llama-style family, OPT, and Falcon (modeling_falcon.py uses Llama's eager attention)
-HF_FP32_SOFTMAX = frozenset(LLAMA_LIKE | {"opt", "falcon", "gpt_neox"})
+HF_FP32_SOFTMAX = frozenset(LLAMA_LIKE | {"opt", "falcon", "gpt_neox", "phi"})
 
 
 def _attention_core(
@@ -290,3 +295,10 @@ def _plain_mlp(spec: ModelSpec, fc_in: str, fc_out: str, inter: int) -> list[Sav
         Saved(f"activation output ({fc_out} input)", inter, "compute", inputs_of=(fc_out,))
     )
     return saved
+
+
+def in_parallel_branch(saved: list[Saved], fc_in: str) -> list[Saved]:
+    """``saved`` marked as the MLP branch of a parallel layer, starting at linear ``fc_in``."""
+    import dataclasses
+
+    return [dataclasses.replace(x, parallel_branch=fc_in) for x in saved]
