@@ -40,8 +40,10 @@ def spec_from_hf_config(
     where = name or id
     if not isinstance(cfg, dict):
         raise FitplanError(f"{where}: config.json must hold a JSON object")
+    own_type = cfg.get("model_type")
     cfg, built_as = read_built_as(cfg)
     model_type, caveats = read_model_type(cfg, where, family)
+    own = own_type.strip().lower() if isinstance(own_type, str) else ""
     check_config_values(cfg, where)
     common: dict[str, Any] = {
         "caveats": built_as or caveats,
@@ -50,6 +52,7 @@ def spec_from_hf_config(
         "source": source,
         "published_total_params": published_total_params,
         "notes": notes,
+        "config_type": own if own != model_type else "",
     }
     spec = _parse(cfg, where, common, model_type)
     return check_spec(spec, where)

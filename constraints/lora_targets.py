@@ -44,14 +44,15 @@ def lora_target_groups(spec: ModelSpec, targets: str) -> list[ParamGroup]:
     if key == "attention":
         return [g for groups in modules.values() for g in groups if g.role == "attention"]
     if key == "default":
-        if spec.family not in PEFT_DEFAULT_TARGETS:
+        peft_type = spec.config_type or spec.family  # PEFT reads the config's own model_type
+        if peft_type not in PEFT_DEFAULT_TARGETS:
             raise FitplanError(
-                f"PEFT has no default LoRA targets for model_type {spec.family} (its LoraConfig "
+                f"PEFT has no default LoRA targets for model_type {peft_type} (its LoraConfig "
                 "without target_modules raises)",
                 "name them: --lora-targets all-linear, attention, or module names such as "
                 f"{','.join(sorted(modules)[:2])}",
             )
-        names = PEFT_DEFAULT_TARGETS[spec.family]
+        names = PEFT_DEFAULT_TARGETS[peft_type]
     else:
         names = tuple(n.strip() for n in targets.split(",") if n.strip())
     if not names:

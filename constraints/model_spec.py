@@ -158,6 +158,9 @@ class ModelSpec(Record):
     published_total_params: int | None = None
     notes: str = ""
     caveats: str = ""  # what fitplan assumed when reading the config
+    #: the config.json's own model_type where it is read as another family (Granite as llama,
+    #: ``--family``): what PEFT keys its default LoRA targets on
+    config_type: str = ""
 
     @property
     def is_moe(self) -> bool:

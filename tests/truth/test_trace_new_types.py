@@ -104,6 +104,11 @@ def test_peft_default_targets_are_refused_where_peft_has_none() -> None:
     spec = spec_from_hf_config(CONFIGS["glm"], id="glm", name="glm")
     with pytest.raises(FitplanError, match="PEFT has no default LoRA targets for model_type glm"):
         lora_target_groups(spec, "default")
+    # Granite is read with Llama's structure, but PEFT keys its default on granite: none
+    granite = spec_from_hf_config(CONFIGS["granite"], id="granite", name="granite")
+    assert granite.family == "llama" and granite.config_type == "granite"
+    with pytest.raises(FitplanError, match="for model_type granite"):
+        lora_target_groups(granite, "default")
     llama = spec_from_hf_config(CONFIGS["llama"], id="llama", name="llama")
     assert {g.name for g in lora_target_groups(llama, "default")} == {
         "self_attn.q_proj.weight",
