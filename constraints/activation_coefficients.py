@@ -81,6 +81,15 @@ class ActivationCoefficients:
     #: of the first layer, what its parallel MLP branch does not save when nothing in it trains
     #: (Saved.parallel_branch), per token by dtype kind
     first_layer_unrecorded: dict[DKind, float] = field(default_factory=dict)
+    #: what bitsandbytes < 0.43.2 keeps of its 4-bit linears' inputs (``MatMul4Bit.forward``:
+    #: ``ctx.tensors = (A, B)``, A the input after ``Linear4bit``'s cast to its compute dtype),
+    #: over the whole model, elements per token: the inputs that reach the linears uncast and that
+    #: nothing else saves, by dtype kind (one tensor however many linears read it); and one cast
+    #: copy per linear application (the input's dtype is not the compute dtype). Every linear
+    #: inside a layer is a ``Linear4bit`` (transformers' bitsandbytes integration skips the head;
+    #: the fused expert stacks of transformers 5 are parameters, not linears)
+    quantized_inputs: dict[DKind, float] = field(default_factory=dict)
+    quantized_input_copies: float = 0.0
     lines: tuple[tuple[str, float, str, bool], ...] = field(default=())
 
 
@@ -148,6 +157,13 @@ def activation_coefficients(
     after_copy = 0.0
     experts = _expert_keys(spec)
     folded = folded_factors = 0.0
+    quantized = {
+        group_key(spec, g.name, g.block)
+        for g in inv.groups
+        if g.is_linear and g.block and g.role != "expert"
+    }
+    q_inputs = dict.fromkeys(DKINDS, 0.0)
+    q_copies = 0.0
     for block, n_layers in blocks.items():
         pt = dict.fromkeys(DKINDS, 0.0)
         ps = dict.fromkeys(DKINDS, 0.0)
@@ -161,6 +177,10 @@ def activation_coefficients(
         }
         a_rank = a_copy = 0.0
         for x in block_saved:
+            readers = {_qualify(spec, m, block) for m in x.inputs_of} & quantized
+            exists = _keeps(spec, x, block, True, targets, widths, eager, selective, False)
+            if readers and exists and not keeps(x, block):
+                q_inputs[x.dtype] += x.width * n_layers
             if not keeps(x, block):
                 continue
             target = ps if x.s2 else pt
@@ -191,6 +211,11 @@ def activation_coefficients(
                 if key in after_linears:
                     a_rank += apps
                     a_copy += d_in * apps
+        q_copies += n_layers * sum(
+            widths[key][0] * widths[key][1]
+            for key in quantized
+            if key in widths and _block_of(spec, key, block)
+        )
         for kind in DKINDS:
             per_token[kind] += pt[kind] * n_layers
             s2[kind] += ps[kind] * n_layers
@@ -204,8 +229,9 @@ def activation_coefficients(
         block0 = next(iter(blocks))
         for x in layer_saved(spec, block0):
             branch = _qualify(spec, x.parallel_branch, block0) if x.parallel_branch else ""
-            if branch and branch not in targets and not x.inputs_of and keeps(x, block0):
-                (first if not x.s2 else {})[x.dtype] = first[x.dtype] + x.width
+            unrecorded = branch and branch not in targets and not x.inputs_of and not x.s2
+            if unrecorded and keeps(x, block0):
+                first[x.dtype] += x.width
     for x in model_level_saved(spec):
         if keeps(x, ""):
             per_token[x.dtype] += x.width
@@ -228,6 +254,8 @@ def activation_coefficients(
         + (fused_expert_lora_extra(spec, lora_targets) if method != "full" and experts else 0.0),
         lines=tuple(lines),
         first_layer_unrecorded=first,
+        quantized_inputs=q_inputs,
+        quantized_input_copies=q_copies,
     )
 
 
@@ -356,66 +384,3 @@ def _block_of(spec: ModelSpec, key: str, block: str) -> bool:
         if g.is_linear and group_key(spec, g.name, g.block) == key:
             return g.block == block or (not g.block and block == next(iter(inv.blocks), ""))
     return False
-
-
-@frozen
-class QuantizedInputs:
-    """What bitsandbytes < 0.43.2 keeps of its 4-bit linears' inputs (``MatMul4Bit.forward``:
-    ``ctx.tensors = (A, B)``, A being the input after ``Linear4bit``'s cast to its compute
-    dtype), elements per token: ``shared`` by dtype kind, the inputs that reach the linears
-    uncast and that nothing else saves (one tensor however many linears read it); ``private``,
-    one cast copy per linear application (the input's dtype is not the compute dtype). The
-    ``layer_*`` are the largest layer's, what full checkpointing holds while it recomputes."""
-
-    shared: dict[DKind, float]
-    private: float
-    layer_shared: dict[DKind, float]
-    layer_private: float
-
-
-@cache
-def quantized_inputs(
-    spec: ModelSpec,
-    method: str,
-    lora_targets: str,
-    attention: str,
-    selective: bool,
-    lora_input_copies: bool,
-) -> QuantizedInputs:
-    """The 4-bit linears' inputs that bitsandbytes < 0.43.2 saves (see :class:`QuantizedInputs`):
-    every linear inside a layer is a ``Linear4bit`` (transformers' bitsandbytes integration skips
-    the head; the fused expert stacks of transformers 5 are parameters, not linears)."""
-    full_ft, targets = _trainable_keys(spec, method, lora_targets)
-    widths = _linear_widths(spec)
-    eager = attention == "eager"
-    inv = inventory(spec)
-    quantized = {
-        group_key(spec, g.name, g.block)
-        for g in inv.groups
-        if g.is_linear and g.block and g.role != "expert"
-    }
-    shared = dict.fromkeys(DKINDS, 0.0)
-    private = 0.0
-    layer_shared: dict[DKind, float] = dict.fromkeys(DKINDS, 0.0)
-    layer_private = -1.0
-    for block, n_layers in (inv.blocks or {"dense": spec.layers}).items():
-        one = dict.fromkeys(DKINDS, 0.0)
-        for x in layer_saved(spec, block):
-            readers = {_qualify(spec, m, block) for m in x.inputs_of} & quantized
-            exists = _keeps(spec, x, block, True, targets, widths, eager, selective, False)
-            kept = _keeps(
-                spec, x, block, full_ft, targets, widths, eager, selective, lora_input_copies
-            )
-            if readers and exists and not kept:
-                one[x.dtype] += x.width
-        copies = sum(
-            widths[key][0] * widths[key][1]
-            for key in quantized
-            if key in widths and _block_of(spec, key, block)
-        )
-        for kind in DKINDS:
-            shared[kind] += one[kind] * n_layers
-        private += copies * n_layers
-        if copies + sum(one.values()) > layer_private + sum(layer_shared.values()):
-            layer_shared, layer_private = one, copies
-    return QuantizedInputs(shared, private, layer_shared, max(layer_private, 0.0))

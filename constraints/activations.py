@@ -14,7 +14,6 @@ from constraints.activation_coefficients import (
     checkpoint_bias_elements,
     checkpointed_layer_elements,
     layer_bytes_per_token,
-    quantized_inputs,
 )
 from constraints.attention_transients import backward_transient_bytes, forward_transient_bytes
 from constraints.config import CODE
@@ -158,16 +157,7 @@ def activation_arrays(spec: ModelSpec, batch: ConfigBatch) -> dict[str, np.ndarr
             lora_extra[sel] -= tokens[sel] * sum(
                 kind_bytes[kind][sel] * w for kind, w in coef.first_layer_unrecorded.items()
             )
-            kbit_inputs[sel] = tokens[sel] * _quantized_input_bytes(
-                spec,
-                batch,
-                sel,
-                kind_bytes,
-                batch.target_names[t],
-                bool(is_eager),
-                bool(is_sel),
-                bool(has_copies),
-            )
+            kbit_inputs[sel] = tokens[sel] * _quantized_input_bytes(coef, batch, sel, kind_bytes)
             # folded expert stacks (PEFT ParamWrapper): per layer, not per token, in W's dtype
             folded = (
                 (coef.folded_weight_elems + batch.rank[sel] * coef.folded_factor_rank_elems)
@@ -244,26 +234,19 @@ def activation_arrays(spec: ModelSpec, batch: ConfigBatch) -> dict[str, np.ndarr
 
 
 def _quantized_input_bytes(
-    spec: ModelSpec,
+    coef: ActivationCoefficients,
     batch: ConfigBatch,
     sel: np.ndarray,
     kind_bytes: dict[DKind, np.ndarray],
-    targets: str,
-    eager: bool,
-    selective: bool,
-    copies: bool,
 ) -> np.ndarray:
     """Bytes per token that bitsandbytes < 0.43.2 keeps of its 4-bit linears' inputs
-    (``TrainConfig.kbit_saves_input``; activation_coefficients.QuantizedInputs): the inputs
+    (``TrainConfig.kbit_saves_input``; ActivationCoefficients.quantized_inputs): the inputs
     themselves where they reach ``Linear4bit`` in its compute dtype (the plan's), else one copy
     per linear, cast by ``x.to(self.compute_dtype)`` (the fp32 stream of a kbit-prepared model)."""
     old = batch.kbit_saves_input[sel] & np.isin(
         batch.quant[sel], [CODE["quant"][q] for q in BNB_4BIT]
     )
-    if not old.any():
-        return np.zeros(int(sel.sum()))
-    q = quantized_inputs(spec, "lora", targets, "eager" if eager else "flash", selective, copies)
-    shared = sum(kind_bytes[kind][sel] * q.shared[kind] for kind in DKINDS)
+    shared = sum(kind_bytes[kind][sel] * w for kind, w in coef.quantized_inputs.items())
     compute = batch.compute_bytes[sel]
-    private = q.private * compute
+    private = coef.quantized_input_copies * compute
     return old * np.where(kind_bytes["compute"][sel] != compute, private, shared)

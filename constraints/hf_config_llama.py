@@ -61,7 +61,7 @@ def _sliding_window(cfg: dict[str, Any], model_type: str) -> Any:
 #: not hidden / heads; DeepseekV3Config q_lora_rank = 1536, first_k_dense_replace = 3 and
 #: n_shared_experts = 1.
 #: Found by tools/arch_sweep.py's defaults with one key dropped (tests/constraints/test_arch_sweep.py)
-ABSENT_DEFAULTS: dict[str, dict[str, float]] = {
+ABSENT_DEFAULTS: dict[str, dict[str, float | str]] = {
     "mistral": {"num_key_value_heads": 8},
     "mixtral": {"num_key_value_heads": 8},
     "qwen3_moe": {"num_key_value_heads": 4},
@@ -106,8 +106,15 @@ ABSENT_DEFAULTS: dict[str, dict[str, float]] = {
     # GlmConfig / Glm4Config: q/k/v bias on, 2 key-value heads
     "glm": {"num_key_value_heads": 2, "attention_bias": True},
     "glm4": {"num_key_value_heads": 2, "attention_bias": True},
-    # Starcoder2Config: biases on, 2 key-value heads
-    "starcoder2": {"num_key_value_heads": 2, "use_bias": True},
+    # Starcoder2Config: biases on, 2 key-value heads, a tied head, GELU (tanh)
+    "starcoder2": {
+        "num_key_value_heads": 2,
+        "use_bias": True,
+        "tie_word_embeddings": True,
+        "hidden_act": "gelu_pytorch_tanh",
+    },
+    # ArceeConfig: relu² in its MLP
+    "arcee": {"hidden_act": "relu2"},
     # the types read with a supported family's structure (constraints/data/structure_families.json):
     # their own config class's defaults, applied before the type is renamed
     "cwm": {"num_key_value_heads": 8},
@@ -126,9 +133,7 @@ ABSENT_DEFAULTS: dict[str, dict[str, float]] = {
     },
 }
 
-_TIE_DEFAULT = {"gemma": True, "gemma2": True, "gemma3_text": True, "starcoder2": True}
-#: the activation a config class defaults to where it is not Llama's SiLU (ArceeConfig: relu2)
-DEFAULT_ACTIVATION = {"arcee": "relu2", "starcoder2": "gelu_pytorch_tanh"}
+_TIE_DEFAULT = {"gemma": True, "gemma2": True, "gemma3_text": True}
 
 #: the config keys that switch the q/k/v, o_proj and MLP biases, where a type's do not follow
 #: Llama's (attention_bias on q/k/v and o_proj, mlp_bias on the MLP); None: no bias
@@ -219,7 +224,7 @@ def llama_like(
         "activation": str(
             cfg.get(
                 "hidden_act",
-                cfg.get("hidden_activation", DEFAULT_ACTIVATION.get(model_type, "silu")),
+                cfg.get("hidden_activation", "silu"),
             )
         ),
         "attention_dropout": float(cfg.get("attention_dropout", 0.0) or 0.0),

@@ -397,12 +397,10 @@ def search_problem(args: argparse.Namespace, spec=None, gpu=None):
 
 
 def _stack_fields(args: argparse.Namespace) -> dict[str, Any]:
-    """The SearchProblem fields read from the installed (or named) releases: the standard
-    loss's code path and whether bitsandbytes keeps its 4-bit linears' inputs."""
+    """The SearchProblem fields read from the installed (or named) releases."""
     from searcher.search.stack_profile import StackProfile
 
-    profile = StackProfile.resolve(named=named_versions(args))
-    return {"loss_chain": profile.loss_chain(), "kbit_saves_input": profile.kbit_saves_input()}
+    return StackProfile.resolve(named=named_versions(args)).search_fields()
 
 
 #: the libraries whose release the command line may name, with an example release of each

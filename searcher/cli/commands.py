@@ -206,8 +206,7 @@ def run_cli_search(args: argparse.Namespace, stack: Any = None, *, keep_to_emit:
         problem,
         framework=framework,
         emit_format=emit if keep_to_emit else None,
-        loss_chain=profile.loss_chain(),
-        kbit_saves_input=profile.kbit_saves_input(),
+        **profile.search_fields(),
     )
     if stack is not None:
         problem = dataclasses.replace(problem, stack=stack.packages)

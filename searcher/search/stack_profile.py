@@ -101,6 +101,11 @@ LOSS_CHAIN_SINCE = (((4, 49), "padded-labels"), ((4, 46), "shifted-upcast"))
 KBIT_INPUT_FREED_SINCE = (0, 43, 2)
 
 
+def kbit_keeps_input(bitsandbytes: str) -> bool:
+    """Whether this bitsandbytes release's 4-bit matmul keeps its input for the backward."""
+    return release(bitsandbytes, 3) < KBIT_INPUT_FREED_SINCE
+
+
 @frozen
 class StackProfile:
     """The framework and library versions a plan is read against (installed ones, else
@@ -143,9 +148,12 @@ class StackProfile:
     def kbit_saves_input(self) -> bool:
         """Whether this stack's 4-bit matmul keeps its input (TrainConfig.kbit_saves_input):
         bitsandbytes before 0.43.2; torchtune's QLoRA is torchao's NF4, not bitsandbytes."""
-        if self.framework != HF:
-            return False
-        return release(self.versions["bitsandbytes"], 3) < KBIT_INPUT_FREED_SINCE
+        return self.framework == HF and kbit_keeps_input(self.versions["bitsandbytes"])
+
+    def search_fields(self) -> dict[str, object]:
+        """The SearchProblem fields this stack decides: the standard loss's code path and
+        whether the 4-bit matmul keeps its inputs."""
+        return {"loss_chain": self.loss_chain(), "kbit_saves_input": self.kbit_saves_input()}
 
     def loads_checkpoint_dtype(self) -> bool:
         """Whether a model loaded without a dtype takes its checkpoint's 16-bit dtype."""

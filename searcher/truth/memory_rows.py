@@ -252,11 +252,11 @@ def oom_cases() -> list[OomCase]:
 
 def _old_bitsandbytes(row: dict[str, str], assumptions: list[str]) -> bool:
     """Whether the row's source pins a bitsandbytes whose 4-bit matmul keeps its input."""
-    from searcher.search.stack_profile import KBIT_INPUT_FREED_SINCE, release
+    from searcher.search.stack_profile import kbit_keeps_input
 
     source = row.get("source", "").lower()
     for name, version in _BITSANDBYTES_PINS.items():
-        if name in source and release(version, 3) < KBIT_INPUT_FREED_SINCE:
+        if name in source and kbit_keeps_input(version):
             assumptions.append(
                 f"bitsandbytes {version} ({name}'s pin): each 4-bit linear keeps its input "
                 "for the backward"

@@ -1,5 +1,6 @@
 """bitsandbytes before 0.43.2 keeps each 4-bit linear's input for the backward
-(``TrainConfig.kbit_saves_input``; constraints/activation_coefficients.py ``QuantizedInputs``).
+(``TrainConfig.kbit_saves_input``; constraints/activation_coefficients.py
+``ActivationCoefficients.quantized_inputs``).
 
 The rule is held to the released code: ``MatMul4Bit.forward`` of bitsandbytes 0.43.1 and 0.43.2
 (bitsandbytes/autograd/_functions.py in the PyPI wheels, MIT licence), copied below with only the
@@ -160,7 +161,7 @@ def test_the_trace_and_the_model_add_the_same_inputs(kw: dict[str, Any]) -> None
     """What the old matmul adds, traced and modelled, agree within one layer's worth: the
     first layer's q/k/v input does not require grad where nothing enables the input's grad
     (bitsandbytes skips it, the model counts it) and the moment of the traced peak moves."""
-    from constraints.activation_coefficients import quantized_inputs
+    from constraints.activation_coefficients import activation_coefficients
     from constraints.breakdown import explain
     from constraints.gpus import resolve_gpu
     from constraints.models import spec_from_hf_config
@@ -176,9 +177,11 @@ def test_the_trace_and_the_model_add_the_same_inputs(kw: dict[str, Any]) -> None
         traced.append(trace_step(spec, cfg, hf_config_dict=TRACED).peak_bytes)
         b = explain(spec, cfg, gpu).breakdown
         modelled.append(b.allocated - b.parts["workspace"])
-    q = quantized_inputs(spec, "lora", base.get("lora_targets", "all-linear"), "flash", False, True)
+    targets = base.get("lora_targets", "all-linear")
+    q = activation_coefficients(spec, "lora", targets, "flash", False, True)
     tokens = 2 * 256
-    one_layer = tokens * max(q.layer_private, sum(q.layer_shared.values())) * 2
+    whole = max(q.quantized_input_copies, sum(q.quantized_inputs.values()))
+    one_layer = tokens * whole / spec.layers * 2
     traced_added, modelled_added = traced[1] - traced[0], modelled[1] - modelled[0]
     assert traced_added > one_layer
     assert abs(modelled_added - traced_added) <= one_layer
