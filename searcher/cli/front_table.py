@@ -70,6 +70,62 @@ def levers_brief(c: Any) -> str:
     return " ".join(parts) or "—"
 
 
+def _layout(c: Any) -> str:
+    layout = f"{c.micro_batch}×{c.grad_accum} on {c.gpus} GPU" + ("s" if c.gpus > 1 else "")
+    if c.tp > 1 or c.pp > 1:
+        layout += f" (tp {c.tp}, pp {c.pp})"
+    return layout
+
+
+def _pieces(c: Any) -> dict[str, str]:
+    """A plan cell's pieces by what they name (the memory levers one by one)."""
+    pieces = {"method": method_brief(c), "precision": f"{precision_brief(c)} {c.optimizer}"}
+    pieces.update({f"lever {i}": lever for i, lever in enumerate(levers_brief(c).split())})
+    pieces["layout"] = _layout(c)
+    return pieces
+
+
+def alternative_brief(member: Any, alternative: Any) -> str:
+    """What an alternative of a front member changes, in the plan cell's words (the knobs the
+    cell does not show, as field=value, where it changes none of those)."""
+    mine, theirs = _pieces(member), _pieces(alternative)
+    same_adapter = (member.method, member.lora_rank) == (alternative.method, alternative.lora_rank)
+    if same_adapter and member.quant != alternative.quant:
+        theirs["method"] = alternative.quant
+    levers = [v for k, v in theirs.items() if k.startswith("lever") and v not in mine.values()]
+    levers += [
+        f"no {v}" for k, v in mine.items() if k.startswith("lever") and v not in theirs.values()
+    ]
+    parts = [theirs[k] for k in ("method", "precision") if theirs[k] != mine[k]] + levers
+    parts += [theirs["layout"]] if theirs["layout"] != mine["layout"] else []
+    if not parts:
+        old, new = member.model_dump(), alternative.model_dump()
+        parts = [f"{k}={v}" for k, v in new.items() if old[k] != v]
+    return " ".join(parts)
+
+
+def alternatives_note(memory_step: float) -> str:
+    """The legend of the alternatives a plan cell lists (``memory_step``: bytes per step of the
+    front's memory objective)."""
+    from searcher.search.alternatives import KEPT
+    from searcher.search.evaluate import COST_RESOLUTION
+
+    return (
+        "≈: plans the front counts as this one (the same quality, cost in the same "
+        f"{COST_RESOLUTION:.0%} step, peak in the same {memory_step / GiB:.2f} GiB step), ranked "
+        f"after it by speed, and what each changes (--json: up to {KEPT} a member)"
+    )
+
+
+def alternatives_brief(member: Any, shown: int = 2) -> str:
+    """``≈ nf4 | 2×16 on 1 GPU``: the member's alternatives, the first ``shown`` of them."""
+    briefs = [alternative_brief(member.config, a) for a in member.alternatives]
+    if not briefs:
+        return ""
+    more = f" +{len(briefs) - shown}" if len(briefs) > shown else ""
+    return "≈ " + " | ".join(briefs[:shown]) + more
+
+
 #: the width ``search --wide`` draws its table at, whatever the terminal
 WIDE_COLUMNS = 400
 
@@ -93,10 +149,14 @@ def narrow_front(result, top, tokens, pick, room, tiers, marks, order) -> Table:
         table.add_column(c, justify="left" if c == "plan" else "right", no_wrap=c != "plan")
     for rank, m in enumerate(result.front[:top], start=1):
         c = m.config
-        layout = f"{c.micro_batch}×{c.grad_accum} on {c.gpus} GPU" + ("s" if c.gpus > 1 else "")
-        if c.tp > 1 or c.pp > 1:
-            layout += f" (tp {c.tp}, pp {c.pp})"
-        parts = [method_brief(c), f"{precision_brief(c)} {c.optimizer}", levers_brief(c), layout]
+        parts = [
+            method_brief(c),
+            f"{precision_brief(c)} {c.optimizer}",
+            levers_brief(c),
+            _layout(c),
+        ]
+        if m.alternatives:
+            parts.append(alternatives_brief(m))
         if marks and marks[rank - 1]:
             parts.append("✗ needs " + ", ".join(marks[rank - 1]))
         row = [
@@ -120,7 +180,10 @@ def wide_front(result, top, tokens, pick, room, tiers, marks, order) -> Table:
     cols += ["peak GiB", "of room", "tokens/s", "step s", "$/1M tok", "tier"]
     cols += ["hours", "cost"] if tokens else []
     cols += ["needs"] if marks else []
+    alternatives = any(m.alternatives for m in result.front[:top])
+    cols += ["≈ also"] if alternatives else []
     left = {"method", "recipe · optimizer", "memory levers", "of room", "mb×acc×dp", "tp·pp"}
+    left |= {"≈ also"}
     for c in cols:
         table.add_column(c, justify="left" if c in left | {"needs"} else "right", no_wrap=True)
     for rank, m in enumerate(result.front[:top], start=1):
@@ -142,5 +205,7 @@ def wide_front(result, top, tokens, pick, room, tiers, marks, order) -> Table:
         row += _budget_cells(m, tokens, p) if tokens else []
         if marks:
             row.append("✗ " + ", ".join(marks[rank - 1]) if marks[rank - 1] else "")
+        if alternatives:
+            row.append(" | ".join(alternative_brief(c, a) for a in m.alternatives))
         table.add_row(*row)
     return table

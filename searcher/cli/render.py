@@ -10,6 +10,7 @@ from constraints.speed import StepTime
 from constraints.units import GB, GiB, fmt_bytes, fmt_count
 from searcher.cli.front_table import (
     WIDE_COLUMNS,
+    alternatives_note,
     narrow_front,
     quality_tiers,
     wide_front,
@@ -277,6 +278,10 @@ def print_search(
             f"{'' if wide else '; tok/s: tokens per second, all GPUs; $/Mtok: $ per million tokens'}"
             f"{tier_note}[/]"
         )
+        if any(m.alternatives for m in result.front[:top]):
+            from searcher.search.evaluate import memory_step_bytes, usable_bytes
+
+            out.print(f"[dim]{alternatives_note(memory_step_bytes(usable_bytes(p)))}[/]")
         if marks:
             from searcher.cli.stack import print_marked
 

@@ -22,6 +22,8 @@ class FrontMember:
     usd_per_mtok: float | None
     mfu: float
     fidelity: float
+    #: configurations with this member's objective vector, slower or equal (search/alternatives.py)
+    alternatives: tuple[TrainConfig, ...] = ()
 
     @property
     def gpus(self) -> int:

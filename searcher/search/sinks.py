@@ -11,6 +11,7 @@ sink agrees, so pruning never changes an answer.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -20,9 +21,10 @@ from constraints.config import CODE, TrainConfig
 from constraints.errors import FitplanError
 from constraints.hardware import describe
 from constraints.units import GiB
+from searcher.search.alternatives import Alternatives
 from searcher.search.briefs import knobs_brief
 from searcher.search.evaluate import Evaluation, concat, memory_step_bytes, objective_columns
-from searcher.search.members import member_at
+from searcher.search.members import FrontMember, member_at
 from searcher.search.pareto import distinct, pareto_front
 from searcher.search.space import SearchProblem, knob_values
 
@@ -84,6 +86,7 @@ class FrontSink:
         self.keys = np.zeros(0, dtype=np.int64)
         self.objectives = np.zeros((0, 3))
         self.feasible = 0
+        self.alternatives = Alternatives()
         self._members: list | None = None
 
     def _front(
@@ -104,7 +107,11 @@ class FrontSink:
         m_keys = np.concatenate([self.keys, keys[sel]])
         m_obj = np.concatenate([self.objectives, obj[sel]])
         keep = self._front(m_obj, _speed(merged), merged.batch.gpus, m_keys)
+        left = np.setdiff1d(np.arange(self.keys.size), keep)  # former members (the chunk's: f)
         self.kept, self.keys, self.objectives = merged.take(keep), m_keys[keep], m_obj[keep]
+        self.alternatives.gather(
+            [(merged, left, m_keys, m_obj), (ev, f, keys, obj)], self.objectives, self.keys
+        )
 
     def prunable(self, b: Bounds) -> np.ndarray:
         """Rows strictly dominated by a member already kept (so by the final front too)."""
@@ -142,7 +149,15 @@ class FrontSink:
             order = np.lexsort((ev.needed[keep], obj[keep, 0], -speed[keep]))
         else:
             order = np.lexsort((ev.needed[keep], -speed[keep], obj[keep, 0]))
-        return [member_at(ev, int(i)) for i in keep[order]]
+        return [self._with_alternatives(member_at(ev, int(i)), obj[i]) for i in keep[order]]
+
+    def _with_alternatives(self, member: FrontMember, vector: np.ndarray) -> FrontMember:
+        rows = self.alternatives.rows_of(vector)
+        if not rows:
+            return member
+        kept = self.alternatives.kept
+        assert kept is not None
+        return dataclasses.replace(member, alternatives=tuple(kept.batch.config(i) for i in rows))
 
 
 def _staircase_leq(

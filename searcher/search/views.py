@@ -108,6 +108,10 @@ def member_json(
         "usd_per_mtok": m.usd_per_mtok,
         "mfu": m.mfu,
         "fidelity": m.fidelity,
+        # what each configuration the front counts as this one changes (search/alternatives.py)
+        "alternatives": [
+            {k: v for k, v in a.model_dump().items() if v != cfg[k]} for a in m.alternatives
+        ],
         "gpu": problem.gpu.id,
         "model": problem.model.id,
         "needs_packages": list(config_needs(m.config, problem.framework)),
