@@ -270,6 +270,18 @@ def _expert_keys(spec: ModelSpec) -> dict[str, ParamGroup]:
     }
 
 
+@cache
+def _parameter_routers(spec: ModelSpec) -> frozenset[str]:
+    """Group keys of the routers that are a bare Parameter (DeepSeek's, GLM-4.5's: no nn.Linear),
+    which keep their fp32 input when their weight trains (full fine-tuning; under PEFT's adapter
+    on the weight the trace shows no such copy)."""
+    return frozenset(
+        group_key(spec, g.name, g.block)
+        for g in inventory(spec).groups
+        if g.role == "router" and not g.is_linear
+    )
+
+
 def _after_core(saved: list[Saved]) -> list[Saved]:
     """The tensors a layer saves after its attention scores (the last ``s2`` entry): a layer's
     backward runs its nodes in reverse, so it frees these (their nodes run first) before the
@@ -303,7 +315,11 @@ def _keeps(
     if x.norm_weight and not full_ft:
         return False
     if x.inputs_of:
-        readers = [r for r in (_qualify(spec, m, block) for m in x.inputs_of) if r in widths]
+        readers = [
+            r
+            for r in (_qualify(spec, m, block) for m in x.inputs_of)
+            if r in widths or r in _parameter_routers(spec)
+        ]
         if full_ft and "lm_head" in x.inputs_of:
             return True  # a tied head trains with the embedding
         if full_ft:
@@ -378,9 +394,12 @@ def _qualify(spec: ModelSpec, module: str, block: str) -> str:
 
 
 def _block_of(spec: ModelSpec, key: str, block: str) -> bool:
-    """Whether linear group ``key`` lives in ``block`` (T5 keys carry their stack)."""
+    """Whether linear group ``key`` lives in ``block`` (T5 keys carry their stack); a key of
+    both blocks of a dense-first MoE (its attention) lives in each."""
     inv = inventory(spec)
-    for g in inv.groups:
-        if g.is_linear and group_key(spec, g.name, g.block) == key:
-            return g.block == block or (not g.block and block == next(iter(inv.blocks), ""))
-    return False
+    first = next(iter(inv.blocks), "")
+    return any(
+        g.block == block or (not g.block and block == first)
+        for g in inv.groups
+        if g.is_linear and group_key(spec, g.name, g.block) == key
+    )

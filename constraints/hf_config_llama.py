@@ -21,6 +21,7 @@ EXPERT_KEYS = {
     "qwen2_moe": ("num_experts",),
     "deepseek_v3": ("n_routed_experts", "num_local_experts"),
     "deepseek_v2": ("n_routed_experts", "num_experts"),
+    "glm4_moe": ("n_routed_experts", "num_local_experts"),
     "olmoe": ("num_experts", "num_local_experts"),
     "llama4_text": ("num_local_experts",),
     "gpt_oss": ("num_local_experts", "num_experts"),
@@ -103,6 +104,15 @@ ABSENT_DEFAULTS: dict[str, dict[str, float | str]] = {
         "n_routed_experts": 64,
         "moe_intermediate_size": 1407,
     },
+    # Glm4MoeConfig (configuration_glm4_moe.py): GLM-4.5's shapes
+    "glm4_moe": {
+        "num_key_value_heads": 8,
+        "moe_intermediate_size": 1408,
+        "num_experts_per_tok": 8,
+        "n_shared_experts": 1,
+        "n_routed_experts": 128,
+        "first_k_dense_replace": 1,
+    },
     # GlmConfig / Glm4Config: q/k/v bias on, 2 key-value heads
     "glm": {"num_key_value_heads": 2, "attention_bias": True},
     "glm4": {"num_key_value_heads": 2, "attention_bias": True},
@@ -133,6 +143,11 @@ ABSENT_DEFAULTS: dict[str, dict[str, float | str]] = {
     },
 }
 
+#: types whose config class has no head_dim and whose attention takes hidden // heads whatever
+#: the remainder (modeling_glm4_moe.py ``Glm4MoeAttention``: ``getattr(config, "head_dim",
+#: hidden_size // num_attention_heads)``; its default 4096 / 96 builds 42-wide heads)
+FLOOR_HEAD_DIM = frozenset({"glm4_moe"})
+
 _TIE_DEFAULT = {"gemma": True, "gemma2": True, "gemma3_text": True}
 
 #: the config keys that switch the q/k/v, o_proj and MLP biases, where a type's do not follow
@@ -142,6 +157,7 @@ LLAMA_BIAS_KEYS = ("attention_bias", "attention_bias", "mlp_bias")
 BIAS_KEYS: dict[str, tuple[str | None, str | None, str | None]] = {
     "glm": ("attention_bias", None, None),
     "glm4": ("attention_bias", None, None),
+    "glm4_moe": ("attention_bias", None, None),
     "exaone4": (None, None, None),
     "starcoder2": ("use_bias", "use_bias", "use_bias"),
 }
@@ -198,7 +214,7 @@ def llama_like(
             f"{where}: num_attention_heads {heads} is not a multiple of num_key_value_heads {kv_heads}"
         )
     head_dim = cfg.get("head_dim") or hidden // heads
-    if hidden % heads and not cfg.get("head_dim"):
+    if hidden % heads and not cfg.get("head_dim") and model_type not in FLOOR_HEAD_DIM:
         raise FitplanError(
             f"{where}: hidden_size {hidden} is not divisible by num_attention_heads {heads}"
         )
@@ -285,25 +301,9 @@ def llama_like(
         kwargs["attn_sinks"] = True
         kwargs["peft_adapts_experts"] = False
         kwargs["sdpa_supported"] = False  # modeling_gpt_oss.py _supports_sdpa = False (sinks)
+    if model_type in ("deepseek_v2", "deepseek_v3", "glm4_moe"):
+        _deepseek_moe(cfg, kwargs, where, model_type)
     if model_type in ("deepseek_v2", "deepseek_v3"):
-        # DeepSeek-V2's layers are V3's (MLA, shared + routed experts, dense-first layers, an
-        # fp32 Parameter router); its router softmaxes where V3's sigmoids
-        kwargs["router_linear"] = False
-        kwargs["router_fp32_input"] = True
-        kwargs["num_experts"] = _experts(cfg, model_type, where)
-        # DeepseekV2Config leaves num_experts_per_tok None (it cannot route); both published
-        # DeepSeek-V2 configs (V2, V2-Lite) route to 6
-        kwargs["experts_per_token"] = _int(
-            cfg,
-            "num_experts_per_tok",
-            where=where,
-            default=6 if model_type == "deepseek_v2" else None,
-        )
-        kwargs["moe_intermediate"] = _int(cfg, "moe_intermediate_size", where=where)
-        kwargs["shared_experts"] = _int(cfg, "n_shared_experts", where=where, default=0)
-        kwargs["shared_expert_intermediate"] = kwargs["moe_intermediate"] * kwargs["shared_experts"]
-        kwargs["first_dense_layers"] = _int(cfg, "first_k_dense_replace", where=where, default=0)
-        kwargs["moe_every"] = _int(cfg, "moe_layer_freq", where=where, default=1)
         kwargs["q_lora_rank"] = _int(cfg, "q_lora_rank", where=where, default=0)
         kwargs["kv_lora_rank"] = _int(cfg, "kv_lora_rank", where=where)
         kwargs["qk_nope_head_dim"] = _int(cfg, "qk_nope_head_dim", where=where)
@@ -311,7 +311,32 @@ def llama_like(
         kwargs["v_head_dim"] = _int(cfg, "v_head_dim", where=where)
         kwargs["head_dim"] = kwargs["qk_nope_head_dim"] + kwargs["qk_rope_head_dim"]
         kwargs["kv_heads"] = heads
+    if model_type == "glm4_moe" and cfg.get("use_qk_norm"):
+        kwargs["qk_norm"] = "head"  # Glm4MoeAttention q_norm / k_norm: RMSNorm(head_dim)
     return ModelSpec(**common, **kwargs)
+
+
+def _deepseek_moe(cfg: dict[str, Any], kwargs: dict[str, Any], where: str, model_type: str) -> None:
+    """DeepSeek-V3's MoE block (modeling_deepseek_v3.py ``DeepseekV3MoE``; GLM-4.5's
+    ``Glm4MoeMoE`` is the same): routed experts beside ``n_shared_experts`` fused into one MLP,
+    the first ``first_k_dense_replace`` layers dense, a router that is an fp32 Parameter fed
+    the hidden states cast to fp32. DeepSeek-V2's router softmaxes where V3's sigmoids."""
+    kwargs["router_linear"] = False
+    kwargs["router_fp32_input"] = True
+    kwargs["num_experts"] = _experts(cfg, model_type, where)
+    # DeepseekV2Config leaves num_experts_per_tok None (it cannot route); both published
+    # DeepSeek-V2 configs (V2, V2-Lite) route to 6
+    kwargs["experts_per_token"] = _int(
+        cfg,
+        "num_experts_per_tok",
+        where=where,
+        default=6 if model_type == "deepseek_v2" else None,
+    )
+    kwargs["moe_intermediate"] = _int(cfg, "moe_intermediate_size", where=where)
+    kwargs["shared_experts"] = _int(cfg, "n_shared_experts", where=where, default=0)
+    kwargs["shared_expert_intermediate"] = kwargs["moe_intermediate"] * kwargs["shared_experts"]
+    kwargs["first_dense_layers"] = _int(cfg, "first_k_dense_replace", where=where, default=0)
+    kwargs["moe_every"] = _int(cfg, "moe_layer_freq", where=where, default=1)
 
 
 def _llama4_text(cfg: dict[str, Any], kwargs: dict[str, Any], where: str) -> None:

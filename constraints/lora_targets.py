@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from constraints.errors import FitplanError
 from constraints.model_spec import ModelSpec
 from constraints.param_families import inventory
@@ -26,6 +28,80 @@ PEFT_DEFAULT_TARGETS = {
 }
 
 
+#: transformers 5 keeps an MoE layer's experts as 3-D Parameters and its router as a module
+#: holding a Parameter (no nn.Linear: modeling_<type>.py ``…Experts``, ``…TopKRouter``), so
+#: all-linear reaches neither. For the types of transformers 5.25's ``_MODEL_TO_CONVERSION_PATTERN``
+#: whose pattern has a ``_MOE_TARGET_MODULE_MAPPING`` (PEFT 0.21.2
+#: utils/transformers_weight_conversion.py ``_convert_peft_config_moe``, which adds mixtral), PEFT
+#: turns the transformers-4 names into parameter targets: all-linear becomes every Linear's leaf
+#: name plus those names, and each of them then targets the expert stacks (``gate_up_proj``,
+#: ``down_proj``) and the router (``gate.weight``) instead of any Linear so named — the dense
+#: layers' and shared experts' MLPs go unadapted (traced: DeepSeek-V3, GLM-4.5, Qwen3-MoE,
+#: Mixtral). Types outside it (Qwen2-MoE, gpt-oss, Llama 4) adapt no expert and no router.
+PEFT_MOE_NAMES = {
+    "mixtral": {"gate": "router", "w1": "gate_up", "w3": "gate_up", "w2": "down"},
+    "qwen2_moe": {
+        "gate": "router",
+        "gate_proj": "gate_up",
+        "up_proj": "gate_up",
+        "down_proj": "down",
+    },
+}
+PEFT_MOE_CONVERTED = {
+    **dict.fromkeys(("mixtral", "minimax", "minimax_m2"), "mixtral"),
+    **dict.fromkeys(
+        (
+            "qwen3_moe",
+            "olmoe",
+            "deepseek_v2",
+            "deepseek_v3",
+            "glm4_moe",
+            "sarvam_mla",
+            "afmoe",
+            "dots1",
+            "ernie4_5_moe",
+            "exaone_moe",
+            "flex_olmo",
+            "hunyuan_v1_moe",
+            "solar_open",
+        ),
+        "qwen2_moe",
+    ),
+}
+
+
+def _moe_conversion(spec: ModelSpec) -> dict[str, str] | None:
+    """The transformers-4 names PEFT moves to a fused-MoE model's parameters, by what they reach."""
+    pattern = PEFT_MOE_CONVERTED.get(spec.config_type or spec.family)
+    return PEFT_MOE_NAMES[pattern] if pattern and spec.num_experts else None
+
+
+def _expert_part(g: ParamGroup) -> str:
+    leaf = g.name.split(".")[-2]
+    return "gate_up" if leaf in _EXPERT_GATE_UP else "down"
+
+
+def _converted(
+    spec: ModelSpec, names: tuple[str, ...], mapping: dict[str, str]
+) -> list[ParamGroup]:
+    """What PEFT adapts for target ``names`` on a converted fused-MoE type (:data:`PEFT_MOE_NAMES`)."""
+    reached = {mapping[n] for n in names if n in mapping}
+    out = [
+        g
+        for n, groups in _targetable(spec).items()
+        if n not in mapping
+        for g in groups
+        if n in names and g.role not in ("expert", "router")
+    ]
+    for g in inventory(spec).groups:
+        if g.role == "expert" and g.is_linear and _expert_part(g) in reached:
+            out.append(g)
+        elif g.role == "router" and g.module == "gate" and "router" in reached:
+            # the router's weight as PEFT's ParamWrapper adapts it: (experts, hidden)
+            out.append(dataclasses.replace(g, d_in=spec.hidden, d_out=spec.num_experts))
+    return out
+
+
 def lora_target_groups(spec: ModelSpec, targets: str) -> list[ParamGroup]:
     """The linear weights a LoRA target spec matches.
 
@@ -39,6 +115,9 @@ def lora_target_groups(spec: ModelSpec, targets: str) -> list[ParamGroup]:
         raise FitplanError(
             "LoRA targets need an architecture; with --params give --trainable-params instead"
         )
+    mapping = _moe_conversion(spec)
+    if key == "all-linear" and mapping:
+        return _converted(spec, (*modules, *mapping), mapping)
     if key == "all-linear":
         return [g for groups in modules.values() for g in groups]
     if key == "attention":
@@ -59,6 +138,8 @@ def lora_target_groups(spec: ModelSpec, targets: str) -> list[ParamGroup]:
         raise FitplanError(
             "--lora-targets is empty", "use all-linear, attention, or e.g. q_proj,v_proj"
         )
+    if mapping and any(n in mapping for n in names):
+        return _converted(spec, names, mapping)
     found = [n for n in names if n in modules]
     if not found:
         # PEFT raises only when no target matches; names that match nothing are ignored
@@ -71,15 +152,15 @@ def lora_target_groups(spec: ModelSpec, targets: str) -> list[ParamGroup]:
 
 
 def _targetable(spec: ModelSpec) -> dict[str, list[ParamGroup]]:
-    """The linears PEFT can wrap, by leaf name: not the expert stacks it leaves alone
-    (``peft_adapts_experts``) nor a router whose forward it cannot take (``router_adaptable``)."""
+    """The linears PEFT can wrap, by leaf name: not the expert stacks nor the routers of an MoE
+    layer (transformers 5's are Parameters, not nn.Linear: :data:`PEFT_MOE_NAMES`), save the
+    shared expert's gate (an nn.Linear: Qwen2-MoE's ``shared_expert_gate``)."""
     out: dict[str, list[ParamGroup]] = {}
     for name, groups in inventory(spec).linear_modules().items():
         kept = [
             g
             for g in groups
-            if (spec.peft_adapts_experts or g.role != "expert")
-            and (spec.router_adaptable or g.role != "router")
+            if g.role != "expert" and (g.role != "router" or g.module == "shared_expert_gate")
         ]
         if kept:
             out[name] = kept

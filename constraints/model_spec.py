@@ -37,6 +37,7 @@ LLAMA_LIKE = {
     "llama4_text",
     "deepseek_v2",
     "deepseek_v3",
+    "glm4_moe",
     "gpt_oss",
     "glm",
     "glm4",

@@ -139,8 +139,18 @@ def _llama_layer(spec: ModelSpec, moe: bool) -> list[Saved]:
             )
         )
         if spec.router_fp32_input:
-            # DeepseekV3TopkRouter: F.linear(hidden.type(torch.float32), weight.type(float32))
-            s.append(Saved("router input upcast to fp32", h, "fp32", tp_split=False))
+            # DeepseekV3TopkRouter: F.linear(hidden.type(torch.float32), weight.type(float32)),
+            # which keeps its fp32 input only for the weight's gradient (the router trains: full
+            # fine-tuning, or PEFT's adapter folded into it)
+            s.append(
+                Saved(
+                    "router input upcast to fp32",
+                    h,
+                    "fp32",
+                    inputs_of=("mlp.gate",),
+                    tp_split=False,
+                )
+            )
         s.append(Saved("router probabilities (fp32 softmax / sigmoid)", e, "fp32", tp_split=False))
         experts_in = (
             ("mlp.experts.w1", "mlp.experts.w3")

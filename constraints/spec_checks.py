@@ -92,7 +92,15 @@ INT_KEYS = (
     "num_ln_in_parallel_attn",
 )
 #: families whose layers route tokens to experts: zero experts is not that model
-MOE_FAMILIES = ("mixtral", "qwen2_moe", "qwen3_moe", "deepseek_v2", "deepseek_v3", "gpt_oss")
+MOE_FAMILIES = (
+    "mixtral",
+    "qwen2_moe",
+    "qwen3_moe",
+    "deepseek_v2",
+    "deepseek_v3",
+    "glm4_moe",
+    "gpt_oss",
+)
 
 
 def check_config_values(cfg: dict[str, Any], where: str) -> None:
