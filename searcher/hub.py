@@ -175,6 +175,7 @@ STRUCTURE_FAMILIES = (
     "qwen2_moe",
     "qwen3_moe",
     "deepseek_v3",
+    "glm4_moe",
 )
 #: fitplan's count of the family's reading against transformers' own (tools/arch_sweep.py's bar)
 STRUCTURE_TOLERANCE = 0.005
