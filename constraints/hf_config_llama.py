@@ -23,6 +23,7 @@ EXPERT_KEYS = {
     "deepseek_v2": ("n_routed_experts", "num_experts"),
     "glm4_moe": ("n_routed_experts", "num_local_experts"),
     "olmoe": ("num_experts", "num_local_experts"),
+    "minimax_m2": ("num_local_experts", "num_experts"),
     "llama4_text": ("num_local_experts",),
     "gpt_oss": ("num_local_experts", "num_experts"),
 }
@@ -113,6 +114,13 @@ ABSENT_DEFAULTS: dict[str, dict[str, float | str]] = {
         "n_routed_experts": 128,
         "first_k_dense_replace": 1,
     },
+    # MiniMaxM2Config (configuration_minimax_m2.py): MiniMax-M2's shapes
+    "minimax_m2": {
+        "num_key_value_heads": 8,
+        "head_dim": 128,
+        "num_local_experts": 256,
+        "num_experts_per_tok": 8,
+    },
     # GlmConfig / Glm4Config: q/k/v bias on, 2 key-value heads
     "glm": {"num_key_value_heads": 2, "attention_bias": True},
     "glm4": {"num_key_value_heads": 2, "attention_bias": True},
@@ -158,6 +166,7 @@ BIAS_KEYS: dict[str, tuple[str | None, str | None, str | None]] = {
     "glm": ("attention_bias", None, None),
     "glm4": ("attention_bias", None, None),
     "glm4_moe": ("attention_bias", None, None),
+    "minimax_m2": (None, None, None),
     "exaone4": (None, None, None),
     "starcoder2": ("use_bias", "use_bias", "use_bias"),
 }
@@ -279,11 +288,13 @@ def llama_like(
                 cfg, "shared_expert_intermediate_size", where=where
             )
             kwargs["shared_expert_gate"] = True
-    if model_type == "olmoe":
+    if model_type in ("olmoe", "minimax_m2"):
         # modeling_olmoe.py: Qwen-MoE's layer with q_norm over the whole q projection and k_norm
-        # over the whole k projection (OlmoeRMSNorm, Llama's), every expert intermediate_size wide
+        # over the whole k projection (OlmoeRMSNorm, Llama's), every expert intermediate_size wide;
+        # modeling_minimax_m2.py the same layer (a sigmoid router with a correction-bias buffer,
+        # partial rotary, no q/k/v bias)
         kwargs["qk_norm"] = "full"
-        kwargs["num_experts"] = _experts(cfg, "olmoe", where)
+        kwargs["num_experts"] = _experts(cfg, model_type, where)
         kwargs["experts_per_token"] = _int(cfg, "num_experts_per_tok", where=where)
         kwargs["moe_intermediate"] = kwargs["intermediate"]
     if model_type == "llama4_text":

@@ -38,6 +38,7 @@ LLAMA_LIKE = {
     "deepseek_v2",
     "deepseek_v3",
     "glm4_moe",
+    "minimax_m2",
     "gpt_oss",
     "glm",
     "glm4",

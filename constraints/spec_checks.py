@@ -99,6 +99,7 @@ MOE_FAMILIES = (
     "deepseek_v2",
     "deepseek_v3",
     "glm4_moe",
+    "minimax_m2",
     "gpt_oss",
 )
 
