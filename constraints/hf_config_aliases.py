@@ -57,6 +57,23 @@ BUILT_AS = {
         ),
     ),
     "gpt-sw3": BuiltAs("gpt2", "GPT2LMHeadModel"),
+    # modeling_solar_open.py: GLM-4.5's layer (Glm4MoeAttention without q/k norms, the same
+    # TopkRouter, experts and shared experts), every layer MoE (SolarOpenConfig has neither
+    # first_k_dense_replace nor a dense intermediate_size)
+    "solar_open": BuiltAs(
+        "glm4_moe",
+        "SolarOpenForCausalLM",
+        (),
+        (
+            ("first_k_dense_replace", 0),
+            ("intermediate_size", 0),
+            ("moe_intermediate_size", 1280),
+            ("head_dim", 128),
+            ("vocab_size", 196608),
+            ("num_hidden_layers", 48),
+            ("num_attention_heads", 64),
+        ),
+    ),
 }
 
 

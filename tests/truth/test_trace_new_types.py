@@ -131,6 +131,8 @@ MOE_TYPES = [
     ),
     ("qwen2_moe", {**MOE, "num_experts": 8, "shared_expert_intermediate_size": 256}, KWS[:2]),
     ("qwen3_moe", {**MOE, "num_experts": 8, "num_local_experts": 8}, KWS[:2]),
+    # Solar Open: GLM-4.5's layers, every one MoE (read as glm4_moe)
+    ("solar_open", {**MOE, "n_routed_experts": 8, "n_shared_experts": 1}, KWS[:2]),
     # MiniMax-M2: OLMoE's layer (whole-width q/k norms) under PEFT's Mixtral conversion
     ("minimax_m2", {**MOE, "num_local_experts": 8, "intermediate_size": 256}, KWS[:2]),
 ]
@@ -143,7 +145,7 @@ def test_lora_on_moe_layers_matches_its_trace() -> None:
     all-linear on Qwen2-MoE was +38 % (experts counted as adapted) and DeepSeek-V3 +4.6 % (shared
     experts adapted, the attention adapters of the MoE layers after the dense ones not counted:
     −6.1 % on GLM-4.5 with attention targets). Seen when fixed: GLM-4.5 −1.0 … +1.5 %, DeepSeek-V3
-    −1.0 %, Qwen2-MoE −0.7 … +0.1 %, Qwen3-MoE +1.4 … +1.9 %, MiniMax-M2 +1.4 … +1.8 %. (amp is not traced: the tracer's
+    −1.0 %, Qwen2-MoE −0.7 … +0.1 %, Qwen3-MoE +1.4 … +1.9 %, MiniMax-M2 +1.4 … +1.8 %, Solar Open −1.8 … +1.4 %. (amp is not traced: the tracer's
     CPU grouped_mm refuses fp32 inputs.)"""
     pytest.importorskip("peft")
     from searcher.truth.hf_build import quiet_transformers
