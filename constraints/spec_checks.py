@@ -34,6 +34,10 @@ BOOL_KEYS = (
     "is_gated_act",
     "add_cross_attention",
     "qkv_bias",
+    "use_qk_norm",
+    "use_bias",
+    "qk_layernorm",
+    "use_parallel_residual",
 )
 #: config.json fields read as probabilities
 DROPOUT_KEYS = (

@@ -186,6 +186,32 @@ bad_cfgs = {
     },
     "family-contradiction": cfg(model_type="gpt2"),
 }
+#: the GLM-4.5 / MiniMax-M2 MoE readers (a small GLM-4.5-shaped config, one value made hostile)
+GLM = {
+    "model_type": "glm4_moe",
+    "hidden_size": 256,
+    "intermediate_size": 512,
+    "num_hidden_layers": 3,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "head_dim": 64,
+    "vocab_size": 1000,
+    "n_routed_experts": 8,
+    "num_experts_per_tok": 2,
+    "moe_intermediate_size": 128,
+    "first_k_dense_replace": 1,
+    "n_shared_experts": 1,
+}
+for k, kw in {
+    "glm-qk-norm-str": {"use_qk_norm": "yes"},
+    "glm-dense-over-layers": {"first_k_dense_replace": 9},
+    "glm-shared-neg": {"n_shared_experts": -1},
+    "glm-experts-disagree": {"num_local_experts": 4},
+    "glm-topk-over": {"num_experts_per_tok": 9},
+    "minimax-experts-zero": {"model_type": "minimax_m2", "num_local_experts": 0},
+    "solar-topk-float": {"model_type": "solar_open", "num_experts_per_tok": 1.5},
+}.items():
+    bad_cfgs[k] = {"text": json.dumps({**GLM, **kw})}
 for k, f in bad_cfgs.items():
     argv = ["explain", "--model", "{tmp}/config.json", "--gpu", "24GiB"]
     if k == "family-contradiction":
