@@ -226,11 +226,16 @@ def activation_coefficients(
             after_pt, after_rank, after_copy = apt, a_rank, a_copy
     first = dict.fromkeys(DKINDS, 0.0)
     if not full_ft:
+        # the first layer reads the frozen embedding's output, which requires no grad: its input
+        # norm (what a layer saves before its first linear reads) records nothing, nor does a
+        # parallel MLP branch whose linears do not train
         block0 = next(iter(blocks))
+        leading = True
         for x in layer_saved(spec, block0):
+            leading = leading and not x.inputs_of and not x.s2
             branch = _qualify(spec, x.parallel_branch, block0) if x.parallel_branch else ""
             unrecorded = branch and branch not in targets and not x.inputs_of and not x.s2
-            if unrecorded and keeps(x, block0):
+            if (unrecorded or leading) and keeps(x, block0):
                 first[x.dtype] += x.width
     for x in model_level_saved(spec):
         if keeps(x, ""):

@@ -24,7 +24,7 @@ from constraints.saved_tensors import Saved, _attention_core, _plain_mlp, in_par
 from constraints.saved_tensors import _norm as _saved_norm
 
 
-def read_gpt_neox(cfg: dict[str, Any], common: dict[str, Any], where: str) -> ModelSpec:
+def read(cfg: dict[str, Any], common: dict[str, Any], where: str, model_type: str) -> ModelSpec:
     """GPTNeoXConfig's fields (configuration_gpt_neox.py defaults where a key is absent)."""
     hidden = _positive("hidden_size", _int(cfg, "hidden_size", where=where, default=6144), where)
     heads = _positive(
@@ -60,7 +60,7 @@ def read_gpt_neox(cfg: dict[str, Any], common: dict[str, Any], where: str) -> Mo
     )
 
 
-def gpt_neox_inventory(spec: ModelSpec) -> ParamInventory:
+def inventory(spec: ModelSpec) -> ParamInventory:
     h, i, b = spec.hidden, spec.intermediate, "dense"
     groups = [
         ParamGroup("embed_in", "embedding", spec.vocab * h, role="embedding"),
@@ -86,7 +86,7 @@ def gpt_neox_inventory(spec: ModelSpec) -> ParamInventory:
     return ParamInventory(spec.id, tuple(groups), {b: spec.layers})
 
 
-def gpt_neox_layer(spec: ModelSpec) -> list[Saved]:
+def layer(spec: ModelSpec) -> list[Saved]:
     h, i = spec.hidden, spec.intermediate
     drop = spec.hidden_dropout > 0
     s = _saved_norm(spec, "input_layernorm", h)

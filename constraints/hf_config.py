@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from constraints.errors import FitplanError
+from constraints.family_modules import family_module
 from constraints.hf_config_aliases import read_built_as
 from constraints.hf_config_fields import int_field as _int
 from constraints.hf_config_fields import per_head as _per_head
@@ -70,14 +71,9 @@ def _parse(
         return _opt(cfg, common, where)
     if model_type == "falcon":
         return _falcon(cfg, common, where)
-    if model_type == "gpt_neox":
-        from constraints.gpt_neox import read_gpt_neox
-
-        return read_gpt_neox(cfg, common, where)
-    if model_type == "phi":
-        from constraints.phi import read_phi
-
-        return read_phi(cfg, common, where)
+    module = family_module(model_type)
+    if module is not None:
+        return module.read(cfg, common, where, model_type)
     if model_type in ("t5", "mt5"):
         return _t5(cfg, common, where, model_type)
     if model_type == "bert":

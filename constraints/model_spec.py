@@ -51,7 +51,8 @@ LLAMA_LIKE = {
 #: (modeling_gemma3.py ``Gemma3Attention.q_norm``, ``k_norm``: Gemma3RMSNorm(head_dim))
 GEMMA = ("gemma", "gemma2", "gemma3_text")
 SUPPORTED_TYPES = sorted(
-    LLAMA_LIKE | {"gpt2", "opt", "falcon", "gpt_neox", "phi", "t5", "mt5", "bert"}
+    LLAMA_LIKE
+    | {"gpt2", "opt", "falcon", "gpt_neox", "phi", "cohere", "cohere2", "t5", "mt5", "bert"}
 )
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from functools import cache
 
+from constraints.family_modules import family_module
 from constraints.model_spec import ModelSpec
 from constraints.param_groups import ParamGroup, ParamInventory, Role, _linear, _norm
 
@@ -406,14 +407,9 @@ def inventory(spec: ModelSpec) -> ParamInventory:
         return _opt(spec)
     if spec.family == "falcon":
         return _falcon(spec)
-    if spec.family == "gpt_neox":
-        from constraints.gpt_neox import gpt_neox_inventory
-
-        return gpt_neox_inventory(spec)
-    if spec.family == "phi":
-        from constraints.phi import phi_inventory
-
-        return phi_inventory(spec)
+    module = family_module(spec.family)
+    if module is not None:
+        return module.inventory(spec)
     if spec.family in ("t5", "mt5"):
         return _t5(spec)
     if spec.family == "bert":

@@ -24,7 +24,7 @@ from constraints.saved_tensors import _norm as _saved_norm
 ATTENTION = ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj")
 
 
-def read_phi(cfg: dict[str, Any], common: dict[str, Any], where: str) -> ModelSpec:
+def read(cfg: dict[str, Any], common: dict[str, Any], where: str, model_type: str) -> ModelSpec:
     """PhiConfig's fields (configuration_phi.py defaults where a key is absent: Phi-2's shapes)."""
     hidden = _positive("hidden_size", _int(cfg, "hidden_size", where=where, default=2048), where)
     heads = _positive(
@@ -65,7 +65,7 @@ def read_phi(cfg: dict[str, Any], common: dict[str, Any], where: str) -> ModelSp
     )
 
 
-def phi_inventory(spec: ModelSpec) -> ParamInventory:
+def inventory(spec: ModelSpec) -> ParamInventory:
     h, i, b, q, kv = spec.hidden, spec.intermediate, "dense", spec.q_width, spec.kv_width
     groups = [
         ParamGroup("embed_tokens", "embedding", spec.vocab * h, role="embedding"),
@@ -88,7 +88,7 @@ def phi_inventory(spec: ModelSpec) -> ParamInventory:
     return ParamInventory(spec.id, tuple(groups), {b: spec.layers})
 
 
-def phi_layer(spec: ModelSpec) -> list[Saved]:
+def layer(spec: ModelSpec) -> list[Saved]:
     h, i, q, kv = spec.hidden, spec.intermediate, spec.q_width, spec.kv_width
     drop = spec.hidden_dropout > 0
     s = _saved_norm(spec, "input_layernorm", h)

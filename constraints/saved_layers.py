@@ -6,6 +6,7 @@ dtype kind, following Korthikanti et al. (2022); :func:`layer_saved` picks a fam
 
 from __future__ import annotations
 
+from constraints.family_modules import family_module
 from constraints.model_spec import ModelSpec
 from constraints.saved_tensors import (
     Saved,
@@ -369,14 +370,9 @@ def layer_saved(spec: ModelSpec, block: str) -> list[Saved]:
         return _opt_layer(spec)
     if spec.family == "falcon":
         return _falcon_layer(spec)
-    if spec.family == "gpt_neox":
-        from constraints.gpt_neox import gpt_neox_layer
-
-        return gpt_neox_layer(spec)
-    if spec.family == "phi":
-        from constraints.phi import phi_layer
-
-        return phi_layer(spec)
+    module = family_module(spec.family)
+    if module is not None:
+        return module.layer(spec)
     if spec.family == "bert":
         return _bert_layer(spec)
     if spec.family in ("t5", "mt5"):
@@ -413,7 +409,9 @@ def model_level_saved(spec: ModelSpec) -> list[Saved]:
         s += _norm(spec, "embeddings.LayerNorm", h)
         return s
     if spec.final_norm:
-        s += _norm(spec, "final norm", h)
+        # a family whose norm keeps other tensors than the shared kinds names them (Cohere)
+        saved_norm = getattr(family_module(spec.family), "norm_saved", _norm)
+        s += saved_norm(spec, "final norm", h)
     s.append(
         Saved(
             "lm_head input (final hidden state)",

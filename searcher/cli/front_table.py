@@ -126,6 +126,18 @@ def alternatives_brief(member: Any, shown: int = 2) -> str:
     return "≈ " + " | ".join(briefs[:shown]) + more
 
 
+def shown_members(front: list[Any], top: int, pick: int) -> list[tuple[int, Any]]:
+    """(rank, member) of the rows a front table draws: the first ``top``, and the pick after a
+    (rank, None) gap row where it lies beyond them (the plan explained below is always in the
+    table)."""
+    rows: list[tuple[int, Any]] = list(enumerate(front[:top], start=1))
+    if top < pick <= len(front):
+        if pick > top + 1:
+            rows.append((0, None))
+        rows.append((pick, front[pick - 1]))
+    return rows
+
+
 #: the width ``search --wide`` draws its table at, whatever the terminal
 WIDE_COLUMNS = 400
 
@@ -147,7 +159,10 @@ def narrow_front(result, top, tokens, pick, room, tiers, marks, order) -> Table:
     cols += ["hours", "cost"] if tokens else []
     for c in cols:
         table.add_column(c, justify="left" if c == "plan" else "right", no_wrap=c != "plan")
-    for rank, m in enumerate(result.front[:top], start=1):
+    for rank, m in shown_members(result.front, top, pick):
+        if m is None:
+            table.add_row("…", *[""] * (len(cols) - 1))
+            continue
         c = m.config
         parts = [
             method_brief(c),
@@ -186,7 +201,10 @@ def wide_front(result, top, tokens, pick, room, tiers, marks, order) -> Table:
     left |= {"≈ also"}
     for c in cols:
         table.add_column(c, justify="left" if c in left | {"needs"} else "right", no_wrap=True)
-    for rank, m in enumerate(result.front[:top], start=1):
+    for rank, m in shown_members(result.front, top, pick):
+        if m is None:
+            table.add_row("…", *[""] * (len(cols) - 1))
+            continue
         c = m.config
         row = [
             f"▶{rank}" if rank == pick else str(rank),

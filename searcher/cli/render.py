@@ -288,9 +288,10 @@ def print_search(
             print_marked(marks, pick, out, p.framework)
         for note in notes:
             out.print(f"[yellow]{note}[/]")
-        if len(result.front) > top:
+        drawn = min(top, len(result.front)) + (1 if top < pick <= len(result.front) else 0)
+        if len(result.front) > drawn:
             out.print(
-                f"[dim]{len(result.front) - top} more on the front: --top {len(result.front)}, --json or --csv[/]"
+                f"[dim]{len(result.front) - drawn} more on the front: --top {len(result.front)}, --json or --csv[/]"
             )
     for r in result.rejected:
         out.print(f"[red]✗[/] {r.reason}")

@@ -103,19 +103,19 @@ def test_t5_encoder_decoder() -> None:
 
 
 def test_unknown_type_is_refused_unless_a_family_is_named() -> None:
-    """Issue 14: an unknown or missing model_type is never silently read as a Llama (Cohere: a
-    parallel block transformers builds unlike any family); a type transformers builds with
+    """Issue 14: an unknown or missing model_type is never silently read as a Llama (StableLM:
+    LayerNorms with bias, which transformers builds unlike any family); a type transformers builds with
     Llama's structure (Granite, constraints/data/structure_families.json) says so."""
     for cfg in (
-        {**LLAMA, "model_type": "cohere"},
+        {**LLAMA, "model_type": "stablelm"},
         {k: v for k, v in LLAMA.items() if k != "model_type"},
     ):
         with pytest.raises(FitplanError, match=r"--family NAME.*supported: .*llama"):
             spec_from_hf_config(cfg, id="t")
-    s = spec_from_hf_config({**LLAMA, "model_type": "cohere"}, id="t", family="llama")
+    s = spec_from_hf_config({**LLAMA, "model_type": "stablelm"}, id="t", family="llama")
     # read as llama means llama's layers and physics (the family-keyed saved tensors, kernels);
     # the config's own type is named in the caveat
-    assert "read as llama (--family llama)" in s.caveats and "'cohere'" in s.caveats
+    assert "read as llama (--family llama)" in s.caveats and "'stablelm'" in s.caveats
     assert s.family == "llama"
     granite = spec_from_hf_config({**LLAMA, "model_type": "granite"}, id="t")
     assert (

@@ -5,6 +5,7 @@ change."""
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 import pytest
@@ -74,6 +75,8 @@ def test_search_names_what_each_alternative_changes(capsys: pytest.CaptureFixtur
     rank = front.index(qlora[0]) + 1
     main([*argv, "--stack", "none", "--top", str(rank)])
     screen = capsys.readouterr().out
-    cell = screen[screen.index(f"│ {rank} │") :].split("└")[0]
+    row = re.search(rf"│\s*▶?{rank} │", screen)
+    assert row, screen
+    cell = screen[row.start() :].split("└")[0]
     assert "≈ nf4" in " ".join(cell.split())
     assert "≈: plans the front counts as this one" in screen

@@ -50,6 +50,9 @@ TYPES = [
     # Phi-2's published config: resid_pdrop 0.1
     ("phi", {"resid_pdrop": 0.1}),
     ("phi", {"qk_layernorm": True}),
+    ("cohere", {}),
+    ("cohere", {"use_qk_norm": True, "attention_bias": True}),
+    ("cohere2", {}),
 ]
 
 
@@ -85,7 +88,10 @@ def test_lora_on_the_newer_types_matches_its_trace() -> None:
     """Each row within 5 %, the median within 2 % (the goal of the trace sweep, docs/trace_sweep.md).
     Seen when added: GLM +0.6 … +1.6 %, GLM-4 +0.6 … +1.5 %, EXAONE 4 −0.1 … +0.6 %, Arcee
     +0.9 … +1.8 %, StarCoder 2 +0.5 … +1.6 %, GPT-NeoX +0.6 … +3.0 %, Phi +0.4 … +3.6 % (the
-    parallel layers under amp: each linear casts the shared norm output on its own)."""
+    parallel layers under amp: each linear casts the shared norm output on its own). Since the
+    first layer's input norm records nothing under LoRA (the frozen embedding's output needs no
+    grad): GLM-4 −0.1 … +0.6 %; Cohere −0.1 … +2.1 % (its LayerNorm keeps two fp32 centred
+    copies)."""
     pytest.importorskip("peft")
     from searcher.truth.hf_build import quiet_transformers
 

@@ -1,0 +1,28 @@
+"""Families whose layer is described by a module of their own: its config reader, its parameter
+inventory and the tensors its layer saves, each a function of that module.
+
+A module here holds ``read(cfg, common, where, model_type) -> ModelSpec``,
+``inventory(spec) -> ParamInventory`` and ``layer(spec) -> list[Saved]`` (and, where its norm keeps
+other tensors than the shared kinds, ``norm_saved(spec, name, width)``); the parsers, the
+inventory and the saved-tensor lists look the family up here instead of branching on it. Adding a
+family with a layer of its own is one module and one line below.
+"""
+
+from __future__ import annotations
+
+import importlib
+from types import ModuleType
+
+#: model_type -> the module that describes its layer
+FAMILY_MODULES = {
+    "gpt_neox": "constraints.gpt_neox",
+    "phi": "constraints.phi",
+    "cohere": "constraints.cohere",
+    "cohere2": "constraints.cohere",
+}
+
+
+def family_module(family: str) -> ModuleType | None:
+    """The module describing ``family``'s layer, or None for the families read elsewhere."""
+    name = FAMILY_MODULES.get(family)
+    return importlib.import_module(name) if name else None
