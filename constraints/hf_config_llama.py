@@ -105,6 +105,8 @@ ABSENT_DEFAULTS: dict[str, dict[str, float | str]] = {
         "n_routed_experts": 64,
         "moe_intermediate_size": 1407,
     },
+    # StableLmConfig (configuration_stablelm.py): StableLM-3B-4E1T's shapes
+    "stablelm": {"num_key_value_heads": 32, "hidden_act": "silu"},
     # Glm4MoeConfig (configuration_glm4_moe.py): GLM-4.5's shapes
     "glm4_moe": {
         "num_key_value_heads": 8,
@@ -169,6 +171,7 @@ BIAS_KEYS: dict[str, tuple[str | None, str | None, str | None]] = {
     "minimax_m2": (None, None, None),
     "exaone4": (None, None, None),
     "starcoder2": ("use_bias", "use_bias", "use_bias"),
+    "stablelm": ("use_qkv_bias", None, None),
 }
 
 #: what each type's layer code fixes, whatever its config says (transformers 5.25
@@ -196,6 +199,20 @@ LAYER_TRAITS: dict[str, dict[str, Any]] = {
     # Starcoder2DecoderLayer: LayerNorms with bias, mlp.c_fc / mlp.c_proj without a gate,
     # dropout after attention and after the MLP (residual_dropout) and on the embeddings
     "starcoder2": {"gated_mlp": False, "norm": "layernorm", "mlp_up": "c_fc", "mlp_down": "c_proj"},
+    # StableLmDecoderLayer: nn.LayerNorms with bias around Llama's attention (partial rotary) and
+    # gated MLP; dropout after attention and after the MLP (hidden_dropout)
+    "stablelm": {"norm": "layernorm"},
+}
+
+#: the config key of the dropout on each residual branch, where a type has one
+RESIDUAL_DROPOUT_KEY = {"stablelm": "hidden_dropout"}
+
+#: layer variants a type's config can switch on that fitplan does not model: (key, what it is)
+UNMODELLED_SWITCHES = {
+    "stablelm": (
+        ("qk_layernorm", "per-head LayerNorms on q and k"),
+        ("use_parallel_residual", "the parallel attention / MLP residual"),
+    ),
 }
 
 
@@ -254,7 +271,9 @@ def llama_like(
         ),
         "attention_dropout": float(cfg.get("attention_dropout", 0.0) or 0.0),
         "sliding_window": _sliding_window(cfg, model_type),
-        "hidden_dropout": float(cfg.get("residual_dropout", 0.0) or 0.0),
+        "hidden_dropout": float(
+            cfg.get(RESIDUAL_DROPOUT_KEY.get(model_type, "residual_dropout"), 0.0) or 0.0
+        ),
         "embedding_dropout": float(cfg.get("embedding_dropout", 0.0) or 0.0),
     }
     if model_type in ("qwen2", "qwen2_moe"):
@@ -268,6 +287,12 @@ def llama_like(
             cfg.get("hidden_activation", cfg.get("hidden_act", "gelu_pytorch_tanh"))
         )
     kwargs.update(LAYER_TRAITS.get(model_type, {}))
+    for key, what in UNMODELLED_SWITCHES.get(model_type, ()):
+        if cfg.get(key):
+            raise FitplanError(
+                f"{where}: {key} ({what}) is not modelled for {model_type}",
+                "pass raw numbers (--params …) or a config without it",
+            )
     if model_type in ("gemma2", "gemma3_text"):
         kwargs["attn_softcap"] = float(cfg.get("attn_logit_softcapping") or 0.0)
         kwargs["final_softcap"] = float(cfg.get("final_logit_softcapping") or 0.0)

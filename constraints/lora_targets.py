@@ -15,7 +15,18 @@ from constraints.param_groups import ParamGroup
 #: `target_modules`" (tuners/lora/model.py ``_prepare_adapter_config``)
 PEFT_DEFAULT_TARGETS = {
     **dict.fromkeys(
-        ("llama", "mistral", "mixtral", "gemma", "gemma2", "gemma3_text", "qwen2", "qwen3", "opt"),
+        (
+            "llama",
+            "mistral",
+            "mixtral",
+            "gemma",
+            "gemma2",
+            "gemma3_text",
+            "qwen2",
+            "qwen3",
+            "opt",
+            "stablelm",
+        ),
         ("q_proj", "v_proj"),
     ),
     "gpt2": ("c_attn",),

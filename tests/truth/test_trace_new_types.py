@@ -53,6 +53,8 @@ TYPES = [
     ("cohere", {}),
     ("cohere", {"use_qk_norm": True, "attention_bias": True}),
     ("cohere2", {}),
+    ("stablelm", {"use_qkv_bias": True}),
+    ("stablelm", {"hidden_dropout": 0.1, "attention_dropout": 0.1}),
 ]
 
 
@@ -91,7 +93,7 @@ def test_lora_on_the_newer_types_matches_its_trace() -> None:
     parallel layers under amp: each linear casts the shared norm output on its own). Since the
     first layer's input norm records nothing under LoRA (the frozen embedding's output needs no
     grad): GLM-4 −0.1 … +0.6 %; Cohere −0.1 … +2.1 % (its LayerNorm keeps two fp32 centred
-    copies)."""
+    copies); StableLM −0.1 … +1.4 %."""
     pytest.importorskip("peft")
     from searcher.truth.hf_build import quiet_transformers
 
