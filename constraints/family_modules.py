@@ -19,6 +19,7 @@ FAMILY_MODULES = {
     "phi": "constraints.phi",
     "cohere": "constraints.cohere",
     "cohere2": "constraints.cohere",
+    "gpt_bigcode": "constraints.gpt_bigcode",
 }
 
 

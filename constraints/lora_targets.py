@@ -30,6 +30,7 @@ PEFT_DEFAULT_TARGETS = {
         ("q_proj", "v_proj"),
     ),
     "gpt2": ("c_attn",),
+    "gpt_bigcode": ("c_attn",),
     "falcon": ("query_key_value",),
     "gpt_neox": ("query_key_value",),
     "phi": ("q_proj", "v_proj", "fc1", "fc2"),

@@ -53,7 +53,8 @@ LLAMA_LIKE = {
 GEMMA = ("gemma", "gemma2", "gemma3_text")
 SUPPORTED_TYPES = sorted(
     LLAMA_LIKE
-    | {"gpt2", "opt", "falcon", "gpt_neox", "phi", "cohere", "cohere2", "t5", "mt5", "bert"}
+    | {"gpt2", "gpt_bigcode", "opt", "falcon", "gpt_neox", "phi", "cohere", "cohere2", "t5"}
+    | {"mt5", "bert"}
 )
 
 

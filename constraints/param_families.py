@@ -245,7 +245,11 @@ def _gpt2(spec: ModelSpec) -> ParamInventory:
         ParamGroup("wte", "embedding", spec.vocab * h, role="embedding"),
         ParamGroup("wpe", "position", spec.learned_positions * h, role="embedding"),
         *_norm("ln_1/ln_2", spec, h, b, per_block=2),
-        *_linear("attn.c_attn", "c_attn", h, 3 * h, block=b, role="attention", bias=True),
+        # one fused q/k/v projection: q hidden wide, k and v one head wide under GPT-BigCode's
+        # multi-query attention
+        *_linear(
+            "attn.c_attn", "c_attn", h, h + 2 * spec.kv_width, block=b, role="attention", bias=True
+        ),
         *_linear("attn.c_proj", "c_proj", h, h, block=b, role="attention", bias=True),
         *_linear("mlp.c_fc", "c_fc", h, i, block=b, role="mlp", bias=True),
         *_linear("mlp.c_proj", "c_proj", i, h, block=b, role="mlp", bias=True),

@@ -194,7 +194,8 @@ def _gpt2_layer(spec: ModelSpec) -> list[Saved]:
             "c_attn input (ln_1 output)", h, "compute", inputs_of=("attn.c_attn",), tp_split=False
         )
     )
-    s += _attention_core(spec, h, h, h, "attn.c_proj", qkv_storage=3 * h)
+    kv = spec.kv_width  # GPT-BigCode's multi-query k and v: one head wide
+    s += _attention_core(spec, h, kv, kv, "attn.c_proj", qkv_storage=h + 2 * kv)
     if drop:
         s.append(Saved("residual dropout mask (attention)", h, "mask", tp_split=False))
     s += _norm(spec, "ln_2", h)

@@ -125,7 +125,9 @@ def _norm(spec: ModelSpec, name: str, width: int, rows: int = 1) -> list[Saved]:
 
 #: families whose HF eager attention runs ``softmax(scores, dtype=torch.float32)``
 #: every Llama-style family, OPT, and Falcon (modeling_falcon.py uses Llama's eager attention)
-HF_FP32_SOFTMAX = frozenset(LLAMA_LIKE | {"opt", "falcon", "gpt_neox", "phi", "cohere", "cohere2"})
+HF_FP32_SOFTMAX = frozenset(
+    LLAMA_LIKE | {"opt", "falcon", "gpt_neox", "phi", "cohere", "cohere2", "gpt_bigcode"}
+)
 
 
 def _attention_core(
@@ -182,7 +184,7 @@ def _attention_core(
         Saved("log-sum-exp per head", heads, "fp32", flash_only=True),
     ]
     expand = spec.heads // spec.kv_heads
-    if expand > 1 and qkv_storage is None:
+    if expand > 1:
         saved.append(
             Saved(
                 "k, v expanded to all heads (repeat_kv)",

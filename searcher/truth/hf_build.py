@@ -18,6 +18,7 @@ from constraints.models import ModelSpec, catalog_entry, catalog_model, spec_fro
 #: the config key that holds the layer count, per model_type (decoder layers first)
 LAYER_KEYS = {
     "gpt2": ("n_layer",),
+    "gpt_bigcode": ("n_layer",),
     "t5": ("num_layers", "num_decoder_layers"),
     "mt5": ("num_layers", "num_decoder_layers"),
 }

@@ -55,6 +55,11 @@ TYPES = [
     ("cohere2", {}),
     ("stablelm", {"use_qkv_bias": True}),
     ("stablelm", {"hidden_dropout": 0.1, "attention_dropout": 0.1}),
+    # GPT-BigCode: GPT-2's block with multi-query attention, dropout 0.1 everywhere (its defaults)
+    (
+        "gpt_bigcode",
+        {"n_embd": 512, "n_head": 8, "n_layer": 3, "n_inner": 1376, "n_positions": 512},
+    ),
 ]
 
 
@@ -93,7 +98,8 @@ def test_lora_on_the_newer_types_matches_its_trace() -> None:
     parallel layers under amp: each linear casts the shared norm output on its own). Since the
     first layer's input norm records nothing under LoRA (the frozen embedding's output needs no
     grad): GLM-4 −0.1 … +0.6 %; Cohere −0.1 … +2.1 % (its LayerNorm keeps two fp32 centred
-    copies); StableLM −0.1 … +1.4 %."""
+    copies); StableLM −0.1 … +1.4 %; GPT-BigCode −0.0 … +0.3 %
+    (eager attention keeps the k and v it expands to every head, fused q/k/v or not)."""
     pytest.importorskip("peft")
     from searcher.truth.hf_build import quiet_transformers
 
