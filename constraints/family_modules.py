@@ -20,6 +20,7 @@ FAMILY_MODULES = {
     "cohere": "constraints.cohere",
     "cohere2": "constraints.cohere",
     "gpt_bigcode": "constraints.gpt_bigcode",
+    "gptj": "constraints.gptj",
 }
 
 

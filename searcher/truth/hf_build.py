@@ -19,6 +19,7 @@ from constraints.models import ModelSpec, catalog_entry, catalog_model, spec_fro
 LAYER_KEYS = {
     "gpt2": ("n_layer",),
     "gpt_bigcode": ("n_layer",),
+    "gptj": ("n_layer",),
     "t5": ("num_layers", "num_decoder_layers"),
     "mt5": ("num_layers", "num_decoder_layers"),
 }

@@ -36,6 +36,8 @@ MEDIAN, WORST = 0.02, 0.05
 #: Starcoder2 as its published checkpoints train: residual, embedding and attention dropout 0.1
 #: (the config class defaults them to 0)
 DROPOUT = {"residual_dropout": 0.1, "embedding_dropout": 0.1, "attention_dropout": 0.1}
+#: GPT-2-style configs narrowed under their own keys
+GPT2_NARROW = {"n_embd": 512, "n_head": 8, "n_layer": 3, "n_inner": 1376, "n_positions": 512}
 TYPES = [
     ("glm", {}),
     ("glm4", {}),
@@ -56,10 +58,10 @@ TYPES = [
     ("stablelm", {"use_qkv_bias": True}),
     ("stablelm", {"hidden_dropout": 0.1, "attention_dropout": 0.1}),
     # GPT-BigCode: GPT-2's block with multi-query attention, dropout 0.1 everywhere (its defaults)
-    (
-        "gpt_bigcode",
-        {"n_embd": 512, "n_head": 8, "n_layer": 3, "n_inner": 1376, "n_positions": 512},
-    ),
+    ("gpt_bigcode", GPT2_NARROW),
+    # GPT-J: a parallel block, fp32 q/k copies in eager attention; its published dropout 0.0
+    ("gptj", {**GPT2_NARROW, "rotary_dim": 32}),
+    ("gptj", {**GPT2_NARROW, "rotary_dim": 32, "resid_pdrop": 0.1, "attn_pdrop": 0.1}),
 ]
 
 
@@ -99,7 +101,8 @@ def test_lora_on_the_newer_types_matches_its_trace() -> None:
     first layer's input norm records nothing under LoRA (the frozen embedding's output needs no
     grad): GLM-4 −0.1 … +0.6 %; Cohere −0.1 … +2.1 % (its LayerNorm keeps two fp32 centred
     copies); StableLM −0.1 … +1.4 %; GPT-BigCode −0.0 … +0.3 %
-    (eager attention keeps the k and v it expands to every head, fused q/k/v or not)."""
+    (eager attention keeps the k and v it expands to every head, fused q/k/v or not); GPT-J
+    −0.3 … +1.6 %."""
     pytest.importorskip("peft")
     from searcher.truth.hf_build import quiet_transformers
 
