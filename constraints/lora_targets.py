@@ -32,6 +32,7 @@ PEFT_DEFAULT_TARGETS = {
     "gpt2": ("c_attn",),
     "gpt_bigcode": ("c_attn",),
     "gptj": ("q_proj", "v_proj"),
+    "gpt_neo": ("q_proj", "v_proj"),
     "falcon": ("query_key_value",),
     "gpt_neox": ("query_key_value",),
     "phi": ("q_proj", "v_proj", "fc1", "fc2"),

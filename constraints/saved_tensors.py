@@ -126,7 +126,9 @@ def _norm(spec: ModelSpec, name: str, width: int, rows: int = 1) -> list[Saved]:
 #: families whose HF eager attention runs ``softmax(scores, dtype=torch.float32)``
 #: every Llama-style family, OPT, and Falcon (modeling_falcon.py uses Llama's eager attention)
 HF_FP32_SOFTMAX = frozenset(
-    LLAMA_LIKE | {"opt", "falcon", "gpt_neox", "phi", "cohere", "cohere2", "gpt_bigcode", "gptj"}
+    LLAMA_LIKE
+    | {"opt", "falcon", "gpt_neox", "phi", "cohere", "cohere2", "gpt_bigcode", "gptj"}
+    | {"gpt_neo"}
 )
 
 
