@@ -21,6 +21,7 @@ FAMILY_MODULES = {
     "cohere2": "constraints.cohere",
     "gpt_bigcode": "constraints.gpt_bigcode",
     "gptj": "constraints.gptj",
+    "codegen": "constraints.gptj",
     "gpt_neo": "constraints.gpt_neo",
 }
 

@@ -1,5 +1,8 @@
-"""GPT-J (``model_type`` gptj: GPT-J-6B, its fine-tunes) as transformers 5.25 builds it
-(modeling_gptj.py): the config read, the parameters tensor by tensor, the tensors a layer saves.
+"""GPT-J (``model_type`` gptj: GPT-J-6B, its fine-tunes) and CodeGen (``codegen``: CodeGen
+350M–16B) as transformers 5.25 builds them (modeling_gptj.py, modeling_codegen.py): the config
+read, the parameters tensor by tensor, the tensors a layer saves. CodeGen is GPT-J's layer with
+one fused ``attn.qkv_proj`` (its q, k and v are reshaped copies of strided views of it: the same
+saved tensors as GPT-J's separate projections).
 
 A layer: one ``ln_1`` (LayerNorm with bias) whose output feeds both the attention
 (``attn.q_proj`` / ``k_proj`` / ``v_proj`` without bias, rotary on the first ``rotary_dim`` of
@@ -22,6 +25,7 @@ from constraints.saved_tensors import Saved, _attention_core, _plain_mlp, in_par
 from constraints.saved_tensors import _norm as _saved_norm
 
 ATTENTION = ("attn.q_proj", "attn.k_proj", "attn.v_proj")
+FUSED = ("attn.qkv_proj",)
 
 
 def read(cfg: dict[str, Any], common: dict[str, Any], where: str, model_type: str) -> ModelSpec:
@@ -35,7 +39,7 @@ def read(cfg: dict[str, Any], common: dict[str, Any], where: str, model_type: st
     inner = cfg.get("n_inner")
     return ModelSpec(
         **common,
-        family="gptj",
+        family=model_type,
         hidden=hidden,
         layers=_positive(
             "n_layer", _int(cfg, "n_layer", "num_hidden_layers", where=where, default=28), where
@@ -53,6 +57,7 @@ def read(cfg: dict[str, Any], common: dict[str, Any], where: str, model_type: st
         gated_mlp=False,
         activation=str(cfg.get("activation_function", "gelu_new")),
         parallel_attn=True,
+        fused_qkv=model_type == "codegen",
         hidden_dropout=float(cfg.get("resid_pdrop", 0.0) or 0.0),
         embedding_dropout=float(cfg.get("embd_pdrop", 0.0) or 0.0),
         attention_dropout=float(cfg.get("attn_pdrop", 0.0) or 0.0),
@@ -64,9 +69,15 @@ def inventory(spec: ModelSpec) -> ParamInventory:
     groups = [
         ParamGroup("wte", "embedding", spec.vocab * h, role="embedding"),
         *_norm("ln_1", spec, h, b),
-        *_linear("attn.q_proj", "q_proj", h, h, block=b, role="attention"),
-        *_linear("attn.k_proj", "k_proj", h, h, block=b, role="attention"),
-        *_linear("attn.v_proj", "v_proj", h, h, block=b, role="attention"),
+        *(
+            _linear("attn.qkv_proj", "qkv_proj", h, 3 * h, block=b, role="attention")
+            if spec.fused_qkv
+            else [
+                *_linear("attn.q_proj", "q_proj", h, h, block=b, role="attention"),
+                *_linear("attn.k_proj", "k_proj", h, h, block=b, role="attention"),
+                *_linear("attn.v_proj", "v_proj", h, h, block=b, role="attention"),
+            ]
+        ),
         *_linear("attn.out_proj", "out_proj", h, h, block=b, role="attention"),
         *_linear("mlp.fc_in", "fc_in", h, i, block=b, role="mlp", bias=True),
         *_linear("mlp.fc_out", "fc_out", i, h, block=b, role="mlp", bias=True),
@@ -89,7 +100,7 @@ def layer(spec: ModelSpec) -> list[Saved]:
             "q/k/v and fc_in input (ln_1 output, shared)",
             h,
             "compute",
-            inputs_of=(*ATTENTION, "mlp.fc_in"),
+            inputs_of=(*(FUSED if spec.fused_qkv else ATTENTION), "mlp.fc_in"),
             tp_split=False,
         )
     )

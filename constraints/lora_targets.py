@@ -33,6 +33,7 @@ PEFT_DEFAULT_TARGETS = {
     "gpt_bigcode": ("c_attn",),
     "gptj": ("q_proj", "v_proj"),
     "gpt_neo": ("q_proj", "v_proj"),
+    "codegen": ("qkv_proj",),
     "falcon": ("query_key_value",),
     "gpt_neox": ("query_key_value",),
     "phi": ("q_proj", "v_proj", "fc1", "fc2"),

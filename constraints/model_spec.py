@@ -54,7 +54,7 @@ GEMMA = ("gemma", "gemma2", "gemma3_text")
 SUPPORTED_TYPES = sorted(
     LLAMA_LIKE
     | {"gpt2", "gpt_bigcode", "opt", "falcon", "gpt_neox", "phi", "cohere", "cohere2", "t5"}
-    | {"mt5", "bert", "gptj", "gpt_neo"}
+    | {"mt5", "bert", "gptj", "codegen", "gpt_neo"}
 )
 
 

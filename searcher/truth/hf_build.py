@@ -20,6 +20,7 @@ LAYER_KEYS = {
     "gpt2": ("n_layer",),
     "gpt_bigcode": ("n_layer",),
     "gptj": ("n_layer",),
+    "codegen": ("n_layer",),
     "gpt_neo": ("num_layers",),
     "t5": ("num_layers", "num_decoder_layers"),
     "mt5": ("num_layers", "num_decoder_layers"),

@@ -62,6 +62,8 @@ TYPES = [
     # GPT-J: a parallel block, fp32 q/k copies in eager attention; its published dropout 0.0
     ("gptj", {**GPT2_NARROW, "rotary_dim": 32}),
     ("gptj", {**GPT2_NARROW, "rotary_dim": 32, "resid_pdrop": 0.1, "attn_pdrop": 0.1}),
+    # CodeGen: GPT-J's layer with one fused qkv_proj
+    ("codegen", {**GPT2_NARROW, "rotary_dim": 32, "n_ctx": 512}),
     # GPT-Neo: eager only, fp32 q/k copies, a local-window layer
     (
         "gpt_neo",
@@ -115,7 +117,8 @@ def test_lora_on_the_newer_types_matches_its_trace() -> None:
     grad): GLM-4 −0.1 … +0.6 %; Cohere −0.1 … +2.1 % (its LayerNorm keeps two fp32 centred
     copies); StableLM −0.1 … +1.4 %; GPT-BigCode −0.0 … +0.3 %
     (eager attention keeps the k and v it expands to every head, fused q/k/v or not); GPT-J
-    −0.3 … +1.6 %; GPT-Neo −0.7 … +2.2 %."""
+    −0.3 … +1.6 %; GPT-Neo −0.7 … +2.2 %;
+    CodeGen −0.5 … +1.5 %."""
     pytest.importorskip("peft")
     from searcher.truth.hf_build import quiet_transformers
 
