@@ -105,6 +105,8 @@ ABSENT_DEFAULTS: dict[str, dict[str, float | str]] = {
         "n_routed_experts": 64,
         "moe_intermediate_size": 1407,
     },
+    # NemotronConfig (configuration_nemotron.py): relu² in its MLP
+    "nemotron": {"hidden_act": "relu2"},
     # StableLmConfig (configuration_stablelm.py): StableLM-3B-4E1T's shapes
     "stablelm": {"num_key_value_heads": 32, "hidden_act": "silu"},
     # Glm4MoeConfig (configuration_glm4_moe.py): GLM-4.5's shapes
@@ -202,6 +204,9 @@ LAYER_TRAITS: dict[str, dict[str, Any]] = {
     # StableLmDecoderLayer: nn.LayerNorms with bias around Llama's attention (partial rotary) and
     # gated MLP; dropout after attention and after the MLP (hidden_dropout)
     "stablelm": {"norm": "layernorm"},
+    # NemotronDecoderLayer: LayerNorm1P (F.layer_norm with weight + 1 and a bias) around Llama's
+    # attention (partial rotary) and an MLP without a gate (up_proj, relu², down_proj)
+    "nemotron": {"norm": "layernorm", "gated_mlp": False},
 }
 
 #: the config key of the dropout on each residual branch, where a type has one
