@@ -207,6 +207,9 @@ LAYER_TRAITS: dict[str, dict[str, Any]] = {
     # NemotronDecoderLayer: LayerNorm1P (F.layer_norm with weight + 1 and a bias) around Llama's
     # attention (partial rotary) and an MLP without a gate (up_proj, relu², down_proj)
     "nemotron": {"norm": "layernorm", "gated_mlp": False},
+    # HunYuanDenseV1Attention: per-head RMSNorms on q and k (query_layernorm / key_layernorm,
+    # after the rotary: the same tensors kept as Qwen 3's before it)
+    "hunyuan_v1_dense": {"qk_norm": "head"},
 }
 
 #: the config key of the dropout on each residual branch, where a type has one

@@ -56,6 +56,7 @@ TYPES = [
     ("cohere", {"use_qk_norm": True, "attention_bias": True}),
     ("cohere2", {}),
     ("nemotron", {}),
+    ("hunyuan_v1_dense", {}),
     ("stablelm", {"use_qkv_bias": True}),
     ("stablelm", {"hidden_dropout": 0.1, "attention_dropout": 0.1}),
     # GPT-BigCode: GPT-2's block with multi-query attention, dropout 0.1 everywhere (its defaults)
@@ -119,7 +120,8 @@ def test_lora_on_the_newer_types_matches_its_trace() -> None:
     copies); StableLM −0.1 … +1.4 %; GPT-BigCode −0.0 … +0.3 %
     (eager attention keeps the k and v it expands to every head, fused q/k/v or not); GPT-J
     −0.3 … +1.6 %; GPT-Neo −0.7 … +2.2 %;
-    CodeGen −0.5 … +1.5 %; Nemotron −0.1 … +0.8 %."""
+    CodeGen −0.5 … +1.5 %; Nemotron −0.1 … +0.8 %; Hunyuan
+    −0.1 … +0.6 %."""
     pytest.importorskip("peft")
     from searcher.truth.hf_build import quiet_transformers
 
