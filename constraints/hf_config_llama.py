@@ -74,6 +74,13 @@ ABSENT_DEFAULTS: dict[str, dict[str, float | str]] = {
         "attn_logit_softcapping": 50.0,
         "final_logit_softcapping": 30.0,
     },
+    # VaultGemmaConfig (configuration_vaultgemma.py): Gemma 2's attention defaults
+    "vaultgemma": {
+        "num_key_value_heads": 4,
+        "head_dim": 256,
+        "attn_logit_softcapping": 50.0,
+        "final_logit_softcapping": 30.0,
+    },
     # Gemma3TextConfig's defaults, on which the published Gemma 3 4B / 12B text_configs rely
     "gemma3_text": {
         "num_key_value_heads": 4,
@@ -160,7 +167,7 @@ ABSENT_DEFAULTS: dict[str, dict[str, float | str]] = {
 #: hidden_size // num_attention_heads)``; its default 4096 / 96 builds 42-wide heads)
 FLOOR_HEAD_DIM = frozenset({"glm4_moe"})
 
-_TIE_DEFAULT = {"gemma": True, "gemma2": True, "gemma3_text": True}
+_TIE_DEFAULT = {"gemma": True, "gemma2": True, "gemma3_text": True, "vaultgemma": True}
 
 #: the config keys that switch the q/k/v, o_proj and MLP biases, where a type's do not follow
 #: Llama's (attention_bias on q/k/v and o_proj, mlp_bias on the MLP); None: no bias
@@ -182,6 +189,8 @@ LAYER_TRAITS: dict[str, dict[str, Any]] = {
     "gemma": {"norm_weight_fp32": True},
     # modeling_gemma2.py: "sdpa does not support softcapping"
     "gemma2": {"norm_weight_fp32": True, "norms_per_layer": 4, "sdpa_supported": False},
+    # VaultGemmaDecoderLayer: Gemma 2's layer with two norms (input, pre-feedforward), no post-norms
+    "vaultgemma": {"norm_weight_fp32": True, "sdpa_supported": False},
     "gemma3_text": {"norm_weight_fp32": True, "norms_per_layer": 4, "qk_norm": "head"},
     "phi3": {"fused_qkv": True, "fused_gate_up": True},
     "olmo": {"norm": "nonparam"},
@@ -301,7 +310,7 @@ def llama_like(
                 f"{where}: {key} ({what}) is not modelled for {model_type}",
                 "pass raw numbers (--params …) or a config without it",
             )
-    if model_type in ("gemma2", "gemma3_text"):
+    if model_type in ("gemma2", "gemma3_text", "vaultgemma"):
         kwargs["attn_softcap"] = float(cfg.get("attn_logit_softcapping") or 0.0)
         kwargs["final_softcap"] = float(cfg.get("final_logit_softcapping") or 0.0)
     if model_type == "mixtral":

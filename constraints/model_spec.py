@@ -48,11 +48,12 @@ LLAMA_LIKE = {
     "stablelm",
     "nemotron",
     "hunyuan_v1_dense",
+    "vaultgemma",
 }
 #: Gemma's layers: GELU-tanh, RMSNorm computing ``x̂ · (1 + w)`` in fp32; Gemma 2 and 3 add a norm
 #: after attention and around the MLP (four per layer); Gemma 3 adds per-head q/k norms
 #: (modeling_gemma3.py ``Gemma3Attention.q_norm``, ``k_norm``: Gemma3RMSNorm(head_dim))
-GEMMA = ("gemma", "gemma2", "gemma3_text")
+GEMMA = ("gemma", "gemma2", "gemma3_text", "vaultgemma")
 SUPPORTED_TYPES = sorted(
     LLAMA_LIKE
     | {"gpt2", "gpt_bigcode", "opt", "falcon", "gpt_neox", "phi", "cohere", "cohere2", "t5"}
