@@ -18,7 +18,7 @@ from constraints.hf_config_fields import per_head as _per_head
 from constraints.hf_config_fields import positive as _positive
 from constraints.model_spec import ModelSpec
 from constraints.param_groups import ParamGroup, ParamInventory, _linear, _norm
-from constraints.saved_tensors import Saved, _attention_core, _plain_mlp
+from constraints.saved_tensors import Saved, _attention_core, _plain_mlp, fp32_scores_qk
 from constraints.saved_tensors import _norm as _saved_norm
 
 ATTENTION = ("attn.attention.q_proj", "attn.attention.k_proj", "attn.attention.v_proj")
@@ -84,16 +84,7 @@ def layer(spec: ModelSpec) -> list[Saved]:
     s = _saved_norm(spec, "ln_1", h)
     s.append(Saved("q/k/v input (ln_1 output)", h, "compute", inputs_of=ATTENTION, tp_split=False))
     s += _attention_core(spec, h, h, h, "attn.attention.out_proj")
-    # the scores' matmul keeps fp32 copies of q and k in place of the 16-bit ones
-    s.append(
-        Saved(
-            "q and k cast to fp32 for the scores (beyond their 16-bit bytes)",
-            2 * h,
-            "cast16",
-            eager_only=True,
-            recomputed_by_selective=True,
-        )
-    )
+    s.append(fp32_scores_qk(h, h))
     if drop:
         s.append(Saved("residual dropout mask (attention)", h, "mask", tp_split=False))
     s += _saved_norm(spec, "ln_2", h)

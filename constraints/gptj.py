@@ -21,7 +21,13 @@ from constraints.hf_config_fields import per_head as _per_head
 from constraints.hf_config_fields import positive as _positive
 from constraints.model_spec import ModelSpec
 from constraints.param_groups import ParamGroup, ParamInventory, _linear, _norm
-from constraints.saved_tensors import Saved, _attention_core, _plain_mlp, in_parallel_branch
+from constraints.saved_tensors import (
+    Saved,
+    _attention_core,
+    _plain_mlp,
+    fp32_scores_qk,
+    in_parallel_branch,
+)
 from constraints.saved_tensors import _norm as _saved_norm
 
 ATTENTION = ("attn.q_proj", "attn.k_proj", "attn.v_proj")
@@ -105,17 +111,7 @@ def layer(spec: ModelSpec) -> list[Saved]:
         )
     )
     s += _attention_core(spec, h, h, h, "attn.out_proj")
-    # eager: the scores' matmul keeps fp32 copies of q and k in place of the 16-bit ones (4 B
-    # where SDPA keeps 2: counted as the 16-bit bytes once more; nothing when computing in fp32)
-    s.append(
-        Saved(
-            "q and k cast to fp32 for the scores (beyond their 16-bit bytes)",
-            2 * h,
-            "cast16",
-            eager_only=True,
-            recomputed_by_selective=True,
-        )
-    )
+    s.append(fp32_scores_qk(h, h))
     if drop:
         s.append(Saved("residual dropout mask (attention)", h, "mask", tp_split=False))
     s += in_parallel_branch(_plain_mlp(spec, "mlp.fc_in", "mlp.fc_out", i), "mlp.fc_in")

@@ -41,6 +41,15 @@ def per_head(hidden: int, heads: int, where: str) -> int:
     return hidden // heads
 
 
+def kv_heads(cfg: dict[str, Any], heads: int, where: str) -> int:
+    """num_key_value_heads, or every head where the config leaves it out (or null)."""
+    if cfg.get("num_key_value_heads") is None:
+        return heads
+    return positive(
+        "num_key_value_heads", int_field(cfg, "num_key_value_heads", where=where), where
+    )
+
+
 def positive(name: str, value: int, where: str) -> int:
     if value <= 0:
         raise FitplanError(f"{where}: {name} must be positive, got {value}")

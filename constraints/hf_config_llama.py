@@ -6,6 +6,7 @@ from typing import Any
 
 from constraints.errors import FitplanError
 from constraints.hf_config_fields import int_field as _int
+from constraints.hf_config_fields import kv_heads as _kv_heads
 from constraints.hf_config_fields import positive as _positive
 from constraints.limits import excerpt
 from constraints.model_spec import GEMMA, ModelSpec
@@ -246,12 +247,7 @@ def llama_like(
     cfg = {**ABSENT_DEFAULTS.get(model_type, {}), **cfg}  # a key given, even as null, wins
     hidden = _positive("hidden_size", _int(cfg, "hidden_size", where=where), where)
     heads = _positive("num_attention_heads", _int(cfg, "num_attention_heads", where=where), where)
-    kv = cfg.get("num_key_value_heads")
-    kv_heads = (
-        heads
-        if kv is None
-        else _positive("num_key_value_heads", _int(cfg, "num_key_value_heads", where=where), where)
-    )
+    kv_heads = _kv_heads(cfg, heads, where)
     if heads % kv_heads:
         raise FitplanError(
             f"{where}: num_attention_heads {heads} is not a multiple of num_key_value_heads {kv_heads}"

@@ -101,12 +101,12 @@ def _converted(
 ) -> list[ParamGroup]:
     """What PEFT adapts for target ``names`` on a converted fused-MoE type (:data:`PEFT_MOE_NAMES`)."""
     reached = {mapping[n] for n in names if n in mapping}
+    # the Linears named other than the transformers-4 expert and router names
     out = [
         g
         for n, groups in _targetable(spec).items()
-        if n not in mapping
+        if n in names and n not in mapping
         for g in groups
-        if n in names and g.role not in ("expert", "router")
     ]
     for g in inventory(spec).groups:
         if g.role == "expert" and g.is_linear and _expert_part(g) in reached:

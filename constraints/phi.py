@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from constraints.hf_config_fields import int_field as _int
+from constraints.hf_config_fields import kv_heads as _kv_heads
 from constraints.hf_config_fields import per_head as _per_head
 from constraints.hf_config_fields import positive as _positive
 from constraints.model_spec import ModelSpec
@@ -30,12 +31,7 @@ def read(cfg: dict[str, Any], common: dict[str, Any], where: str, model_type: st
     heads = _positive(
         "num_attention_heads", _int(cfg, "num_attention_heads", where=where, default=32), where
     )
-    kv = cfg.get("num_key_value_heads")
-    kv_heads = (
-        heads
-        if kv is None
-        else _positive("num_key_value_heads", _int(cfg, "num_key_value_heads", where=where), where)
-    )
+    kv_heads = _kv_heads(cfg, heads, where)
     return ModelSpec(
         **common,
         family="phi",

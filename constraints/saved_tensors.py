@@ -258,6 +258,20 @@ def _attention_core(
     return saved
 
 
+def fp32_scores_qk(q: int, k: int) -> Saved:
+    """Eager attention whose scores come from fp32 copies of q and k (GPT-J, CodeGen, GPT-Neo:
+    ``matmul(query.to(torch.float32), key.to(torch.float32)...)``): the matmul keeps the copies in
+    place of the 16-bit q and k, 4 B where SDPA keeps 2 — counted as the 16-bit bytes once more
+    (nothing when computing in fp32)."""
+    return Saved(
+        "q and k cast to fp32 for the scores (beyond their 16-bit bytes)",
+        q + k,
+        "cast16",
+        eager_only=True,
+        recomputed_by_selective=True,
+    )
+
+
 def _gated_mlp(spec: ModelSpec, prefix: str, inter: int, per_token: float = 1.0) -> list[Saved]:
     """SwiGLU / GeGLU: act(gate(x)) * up(x), then down. ``per_token`` = experts a token visits."""
     down = (

@@ -20,10 +20,6 @@ from searcher.search.evaluate import Evaluation, concat
 KEPT = 4
 
 
-def _speed(ev: Evaluation) -> np.ndarray:
-    return np.nan_to_num(ev.throughput["tokens_per_s"], nan=0.0)
-
-
 def matching(vectors: np.ndarray, front: np.ndarray) -> np.ndarray:
     """For each row of ``vectors``, the index of the equal row of ``front`` (-1 where none)."""
     out = np.full(len(vectors), -1, dtype=np.int64)
@@ -57,27 +53,23 @@ class Alternatives:
         matched = []
         for rows, index, keys, obj in [*parts, *candidates]:
             slot = matching(obj[index], front_objectives)
-            hit = index[(slot >= 0) & ~np.isin(keys[index], front_keys)]
-            if hit.size:
-                matched.append(
-                    (rows.take(hit), keys[hit], obj[hit], matching(obj[hit], front_objectives))
-                )
+            hit = (slot >= 0) & ~np.isin(keys[index], front_keys)
+            if hit.any():
+                rows_hit = index[hit]
+                matched.append((rows.take(rows_hit), keys[rows_hit], obj[rows_hit], slot[hit]))
         if not matched:
             self.kept, self.keys, self.objectives = None, self.keys[:0], self.objectives[:0]
             return
         ev = concat([m[0] for m in matched])
         keys, obj, slot = (np.concatenate([m[i] for m in matched]) for i in (1, 2, 3))
-        order = np.lexsort((keys, ev.batch.gpus, -_speed(ev), slot))
+        order = np.lexsort((keys, ev.batch.gpus, -ev.speed(), slot))
         _, first = np.unique(slot[order], return_index=True)
         rank = np.arange(order.size) - np.repeat(first, np.diff(np.append(first, order.size)))
         keep = order[rank < KEPT]
         self.kept, self.keys, self.objectives = ev.take(keep), keys[keep], obj[keep]
 
     def rows_of(self, vector: np.ndarray) -> list[int]:
-        """The stored rows with ``vector``, in the front's order of preference."""
+        """The stored rows with ``vector``, in the front's order of preference (as kept)."""
         if self.kept is None:
             return []
-        rows = np.flatnonzero(np.all(self.objectives == vector, axis=1))
-        speed = _speed(self.kept)[rows]
-        order = np.lexsort((self.keys[rows], self.kept.batch.gpus[rows], -speed))
-        return [int(i) for i in rows[order]]
+        return [int(i) for i in np.flatnonzero(np.all(self.objectives == vector, axis=1))]

@@ -68,6 +68,10 @@ class Evaluation:
             self.throughput, self.needed, self.fidelity, self.memory_step, by_price
         )
 
+    def speed(self) -> np.ndarray:
+        """Tokens/s per row, 0 where it was not computed (a row that does not fit)."""
+        return np.nan_to_num(self.throughput["tokens_per_s"], nan=0.0)
+
     def take(self, index: np.ndarray) -> Evaluation:
         """The rows ``index`` of this evaluation (a copy)."""
         return Evaluation(

@@ -70,10 +70,6 @@ def _count_table(gpu_counts: Sequence[int] | None) -> np.ndarray | None:
     return table
 
 
-def _speed(ev: Evaluation) -> np.ndarray:
-    return np.nan_to_num(ev.throughput["tokens_per_s"], nan=0.0)
-
-
 class FrontSink:
     """The running feasible Pareto front, one member per objective vector: among equals the
     fastest, then the fewest GPUs, then the earliest in grid order."""
@@ -101,12 +97,12 @@ class FrontSink:
         if not f.size:
             return
         obj = ev.objectives(self.by_price)
-        sel = f[self._front(obj[f], _speed(ev)[f], ev.batch.gpus[f], keys[f])]
+        sel = f[self._front(obj[f], ev.speed()[f], ev.batch.gpus[f], keys[f])]
         part = ev.take(sel)
         merged = part if self.kept is None else concat([self.kept, part])
         m_keys = np.concatenate([self.keys, keys[sel]])
         m_obj = np.concatenate([self.objectives, obj[sel]])
-        keep = self._front(m_obj, _speed(merged), merged.batch.gpus, m_keys)
+        keep = self._front(m_obj, merged.speed(), merged.batch.gpus, m_keys)
         left = np.setdiff1d(np.arange(self.keys.size), keep)  # former members (the chunk's: f)
         self.kept, self.keys, self.objectives = merged.take(keep), m_keys[keep], m_obj[keep]
         self.alternatives.gather(
@@ -143,8 +139,8 @@ class FrontSink:
         if self.kept is None:
             return []
         ev, obj = self.kept, self.objectives
-        keep = self._front(obj, _speed(ev), ev.batch.gpus, self.keys)
-        speed = _speed(ev)
+        keep = self._front(obj, ev.speed(), ev.batch.gpus, self.keys)
+        speed = ev.speed()
         if rank_by == "speed":
             order = np.lexsort((ev.needed[keep], obj[keep, 0], -speed[keep]))
         else:
@@ -316,7 +312,7 @@ class BestPerSink:
         f = np.flatnonzero(ev.feasible & _among(self.gpu_counts, ev.batch.gpus))
         if not f.size:
             return
-        speed, groups = _speed(ev)[f], self.group(ev)[f]
+        speed, groups = ev.speed()[f], self.group(ev)[f]
         order = np.lexsort((keys[f], ev.needed[f], -ev.fidelity[f], -speed, groups))
         firsts = order[np.flatnonzero(np.r_[True, groups[order][1:] != groups[order][:-1]])]
         for j in firsts:
