@@ -15,6 +15,7 @@ from constraints.hf_config_aliases import read_built_as
 from constraints.hf_config_fields import int_field as _int
 from constraints.hf_config_fields import per_head as _per_head
 from constraints.hf_config_fields import positive as _positive
+from constraints.hf_config_fields import probability as _probability
 from constraints.hf_config_llama import llama_like as _llama_like
 from constraints.hf_config_types import read_model_type
 from constraints.limits import excerpt, read_text, shown_path, strict_json
@@ -116,8 +117,8 @@ def _gpt2(cfg: dict[str, Any], common: dict[str, Any], where: str) -> ModelSpec:
         gated_mlp=False,
         activation=str(cfg.get("activation_function", "gelu_new")),
         fused_qkv=True,
-        hidden_dropout=float(cfg.get("resid_pdrop", 0.1)),
-        attention_dropout=float(cfg.get("attn_pdrop", 0.1)),
+        hidden_dropout=_probability(cfg, "resid_pdrop", 0.1),
+        attention_dropout=_probability(cfg, "attn_pdrop", 0.1),
     )
 
 
@@ -150,8 +151,8 @@ def _opt(cfg: dict[str, Any], common: dict[str, Any], where: str) -> ModelSpec:
         post_norm=not bool(cfg.get("do_layer_norm_before", True)),
         gated_mlp=False,
         activation=str(cfg.get("activation_function", "relu")),
-        hidden_dropout=float(cfg.get("dropout", 0.1)),
-        attention_dropout=float(cfg.get("attention_dropout", 0.0)),
+        hidden_dropout=_probability(cfg, "dropout", 0.1),
+        attention_dropout=_probability(cfg, "attention_dropout", 0.0),
         embed_proj_dim=proj if proj != hidden else 0,
     )
 
@@ -194,8 +195,8 @@ def _falcon(cfg: dict[str, Any], common: dict[str, Any], where: str) -> ModelSpe
         activation=str(cfg.get("activation", "gelu")),
         parallel_attn=bool(cfg.get("parallel_attn", True)),
         fused_qkv=True,
-        hidden_dropout=float(cfg.get("hidden_dropout", 0.0)),
-        attention_dropout=float(cfg.get("attention_dropout", 0.0)),
+        hidden_dropout=_probability(cfg, "hidden_dropout", 0.0),
+        attention_dropout=_probability(cfg, "attention_dropout", 0.0),
     )
 
 
@@ -243,8 +244,8 @@ def _t5(cfg: dict[str, Any], common: dict[str, Any], where: str, model_type: str
         norms_per_layer=2,
         gated_mlp=gated,
         activation=str(activation),
-        hidden_dropout=float(cfg.get("dropout_rate", 0.1)),
-        attention_dropout=float(cfg.get("dropout_rate", 0.1)),
+        hidden_dropout=_probability(cfg, "dropout_rate", 0.1),
+        attention_dropout=_probability(cfg, "dropout_rate", 0.1),
         relative_attention_buckets=_int(
             cfg, "relative_attention_num_buckets", where=where, default=32
         ),
@@ -281,8 +282,8 @@ def _bert(cfg: dict[str, Any], common: dict[str, Any], where: str) -> ModelSpec:
         post_norm=True,
         gated_mlp=False,
         activation=str(cfg.get("hidden_act", "gelu")),
-        hidden_dropout=float(cfg.get("hidden_dropout_prob", 0.1)),
-        attention_dropout=float(cfg.get("attention_probs_dropout_prob", 0.1)),
+        hidden_dropout=_probability(cfg, "hidden_dropout_prob", 0.1),
+        attention_dropout=_probability(cfg, "attention_probs_dropout_prob", 0.1),
     )
 
 

@@ -41,6 +41,12 @@ def per_head(hidden: int, heads: int, where: str) -> int:
     return hidden // heads
 
 
+def probability(cfg: dict[str, Any], key: str, default: float) -> float:
+    """A dropout probability (checked in [0, 1) by spec_checks); null reads as absent."""
+    value = cfg.get(key)
+    return float(default if value is None else value)
+
+
 def kv_heads(cfg: dict[str, Any], heads: int, where: str) -> int:
     """num_key_value_heads, or every head where the config leaves it out (or null)."""
     if cfg.get("num_key_value_heads") is None:

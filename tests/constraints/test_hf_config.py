@@ -161,3 +161,35 @@ def test_a_stablelm_variant_fitplan_does_not_model_is_refused(switch: str) -> No
         {**LLAMA, "model_type": "stablelm", "num_key_value_heads": 2}, id="t"
     )
     assert plain.norm == "layernorm" and plain.family == "stablelm"
+
+
+@pytest.mark.parametrize(
+    ("cfg", "field", "default"),
+    [
+        (
+            {"model_type": "gpt2", "n_embd": 64, "n_head": 4, "n_layer": 2, "resid_pdrop": None},
+            "hidden_dropout",
+            0.1,
+        ),
+        (
+            {"model_type": "gpt2", "n_embd": 64, "n_head": 4, "n_layer": 2, "attn_pdrop": None},
+            "attention_dropout",
+            0.1,
+        ),
+        (
+            {
+                "model_type": "falcon",
+                "hidden_size": 64,
+                "num_attention_heads": 4,
+                "num_hidden_layers": 2,
+                "hidden_dropout": None,
+            },
+            "hidden_dropout",
+            0.0,
+        ),
+    ],
+)
+def test_a_null_dropout_reads_as_absent(cfg: dict, field: str, default: float) -> None:
+    """A config.json's null is the key left out (was a TypeError, an internal error on screen)."""
+    spec = spec_from_hf_config({**cfg, "vocab_size": 100}, id="t")
+    assert getattr(spec, field) == default
