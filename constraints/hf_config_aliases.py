@@ -14,7 +14,9 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from constraints.errors import FitplanError
 from constraints.frozen import frozen
+from constraints.limits import excerpt
 
 
 @frozen(slots=True)
@@ -23,6 +25,9 @@ class BuiltAs:
     model_class: str  # that class, named in the caveat
     renames: tuple[tuple[str, str], ...] = ()  # (the type's key, the family's key): attribute_map
     absent: tuple[tuple[str, Any], ...] = ()  # the type's own default for a key left out
+    #: the config lists each layer's MLP (``mlp_layer_types``: "dense" / "sparse"), which the
+    #: family reads as its first ``first_k_dense_replace`` layers dense
+    mlp_layer_types: bool = False
 
 
 BUILT_AS = {
@@ -55,6 +60,58 @@ BUILT_AS = {
             ("n_routed_experts", 128),
             ("n_shared_experts", 1),
         ),
+    ),
+    # configuration_sarvam_moe.py: built as Glm4MoeForCausalLM, its own names and defaults
+    # (per-head q/k norms on, 64-wide heads, 4 key-value heads, 6 of 128 experts)
+    "sarvam_moe": BuiltAs(
+        "glm4_moe",
+        "Glm4MoeForCausalLM",
+        (
+            ("num_local_experts", "n_routed_experts"),
+            ("num_experts", "n_routed_experts"),
+            ("num_shared_experts", "n_shared_experts"),
+            ("use_qkv_bias", "attention_bias"),
+        ),
+        (
+            ("vocab_size", 262144),
+            ("hidden_size", 4096),
+            ("intermediate_size", 8192),
+            ("num_hidden_layers", 19),
+            ("num_attention_heads", 64),
+            ("num_key_value_heads", 4),
+            ("head_dim", 64),
+            ("moe_intermediate_size", 1024),
+            ("num_experts_per_tok", 6),
+            ("n_shared_experts", 1),
+            ("n_routed_experts", 128),
+            ("first_k_dense_replace", 1),
+            ("use_qk_norm", True),
+        ),
+    ),
+    # modular_glm4_moe_lite.py: DeepseekV3Attention (MLA) and GLM-4.5's MoE (DeepSeek-V3's
+    # block), the layers' MLPs listed in mlp_layer_types (default: one dense, then sparse)
+    "glm4_moe_lite": BuiltAs(
+        "deepseek_v3",
+        "Glm4MoeLiteForCausalLM",
+        (("num_local_experts", "n_routed_experts"), ("head_dim", "qk_rope_head_dim")),
+        (
+            ("vocab_size", 154880),
+            ("hidden_size", 2048),
+            ("intermediate_size", 10240),
+            ("moe_intermediate_size", 1536),
+            ("num_hidden_layers", 47),
+            ("num_attention_heads", 20),
+            ("num_key_value_heads", 20),
+            ("n_shared_experts", 1),
+            ("n_routed_experts", 64),
+            ("kv_lora_rank", 512),
+            ("q_lora_rank", 768),
+            ("qk_rope_head_dim", 64),
+            ("v_head_dim", 256),
+            ("qk_nope_head_dim", 192),
+            ("num_experts_per_tok", 4),
+        ),
+        mlp_layer_types=True,
     ),
     "gpt-sw3": BuiltAs("gpt2", "GPT2LMHeadModel"),
     # modeling_solar_open.py: GLM-4.5's layer (Glm4MoeAttention without q/k norms, the same
@@ -100,16 +157,47 @@ def read_built_as(cfg: dict[str, Any]) -> tuple[dict[str, Any], str]:
         return {**ABSENT_DEFAULTS.get(name, {}), **cfg, "model_type": like["family"]}, caveat
     out = {**dict(alias.absent), **cfg}
     for theirs, ours in alias.renames:
+        if theirs in cfg and ours in cfg and cfg[theirs] != cfg[ours]:
+            raise FitplanError(
+                f"{name}: {theirs} {excerpt(cfg[theirs])} and {ours} {excerpt(cfg[ours])} disagree",
+                f"transformers reads {theirs} as {ours}, one number: keep one",
+            )
         if theirs in out and ours not in cfg:
             out[ours] = out.pop(theirs)
         else:
             out.pop(theirs, None)
+    if alias.mlp_layer_types:
+        out["first_k_dense_replace"] = _dense_first(name, out)
     out["model_type"] = alias.family
     caveat = (
         f"model_type '{name}' read as {alias.family}: transformers builds it as "
         f"{alias.model_class}."
     )
     return out, caveat
+
+
+def _dense_first(name: str, cfg: dict[str, Any]) -> Any:
+    """How many layers come first with a dense MLP, from ``mlp_layer_types`` (left out: one, the
+    config classes' default); any other pattern is refused, the family reads a dense prefix."""
+    kinds = cfg.pop("mlp_layer_types", None)
+    if kinds is None:
+        return 1
+    if not isinstance(kinds, list) or not all(k in ("dense", "sparse") for k in kinds):
+        raise FitplanError(
+            f"{name}: mlp_layer_types must list 'dense' or 'sparse' per layer, got {excerpt(kinds)}"
+        )
+    dense = kinds.index("sparse") if "sparse" in kinds else len(kinds)
+    if "dense" in kinds[dense:]:
+        raise FitplanError(
+            f"{name}: mlp_layer_types {excerpt(kinds)} puts a dense layer after a sparse one",
+            "fitplan models dense layers first, then MoE: pass raw numbers (--params …)",
+        )
+    layers = cfg.get("num_hidden_layers")
+    if isinstance(layers, int) and len(kinds) != layers:
+        raise FitplanError(
+            f"{name}: mlp_layer_types lists {len(kinds)} layers, num_hidden_layers is {layers}"
+        )
+    return dense
 
 
 @cache

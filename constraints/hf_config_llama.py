@@ -27,6 +27,7 @@ EXPERT_KEYS = {
     "minimax_m2": ("num_local_experts", "num_experts"),
     "llama4_text": ("num_local_experts",),
     "gpt_oss": ("num_local_experts", "num_experts"),
+    "ernie4_5_moe": ("moe_num_experts", "num_experts"),
 }
 
 
@@ -153,6 +154,18 @@ ABSENT_DEFAULTS: dict[str, dict[str, float | str]] = {
     "ministral3": {"num_key_value_heads": 8},
     "seed_oss": {"num_key_value_heads": 8},
     "smollm3": {"num_key_value_heads": 4, "tie_word_embeddings": True},
+    # Ernie4_5_MoeConfig (configuration_ernie4_5_moe.py): ERNIE-4.5-21B-A3B's shapes
+    "ernie4_5_moe": {
+        "num_key_value_heads": 4,
+        "tie_word_embeddings": True,
+        "moe_num_experts": 64,
+        "moe_k": 6,
+        "moe_num_shared_experts": 2,
+        "moe_intermediate_size": 1536,
+        "moe_layer_start_index": 1,
+        "moe_layer_end_index": -1,
+        "moe_layer_interval": 1,
+    },
     # GptOssConfig (configuration_gpt_oss.py): attention_bias defaults true, 64 x 64 heads
     "gpt_oss": {
         "num_key_value_heads": 8,
@@ -168,6 +181,10 @@ ABSENT_DEFAULTS: dict[str, dict[str, float | str]] = {
 #: hidden_size // num_attention_heads)``; its default 4096 / 96 builds 42-wide heads)
 FLOOR_HEAD_DIM = frozenset({"glm4_moe"})
 
+#: multi-head latent attention: each head is qk_nope_head_dim + qk_rope_head_dim wide, whatever
+#: hidden_size / heads is (modeling_deepseek_v3.py ``DeepseekV3Attention``)
+MLA_TYPES = ("deepseek_v2", "deepseek_v3")
+
 _TIE_DEFAULT = {"gemma": True, "gemma2": True, "gemma3_text": True, "vaultgemma": True}
 
 #: the config keys that switch the q/k/v, o_proj and MLP biases, where a type's do not follow
@@ -182,6 +199,7 @@ BIAS_KEYS: dict[str, tuple[str | None, str | None, str | None]] = {
     "exaone4": (None, None, None),
     "starcoder2": ("use_bias", "use_bias", "use_bias"),
     "stablelm": ("use_qkv_bias", None, None),
+    "ernie4_5_moe": ("use_bias", "use_bias", "use_bias"),
 }
 
 #: what each type's layer code fixes, whatever its config says (transformers 5.25
@@ -227,6 +245,9 @@ RESIDUAL_DROPOUT_KEY = {"stablelm": "hidden_dropout"}
 
 #: layer variants a type's config can switch on that fitplan does not model: (key, what it is)
 UNMODELLED_SWITCHES = {
+    # modeling_ernie4_5_moe.py: use_bias adds biases to attention, dense and shared MLPs, not to
+    # the routed experts (MixtralExperts)
+    "ernie4_5_moe": (("use_bias", "biases on every linear but the routed experts'"),),
     "stablelm": (
         ("qk_layernorm", "per-head LayerNorms on q and k"),
         ("use_parallel_residual", "the parallel attention / MLP residual"),
@@ -253,7 +274,8 @@ def llama_like(
             f"{where}: num_attention_heads {heads} is not a multiple of num_key_value_heads {kv_heads}"
         )
     head_dim = cfg.get("head_dim") or hidden // heads
-    if hidden % heads and not cfg.get("head_dim") and model_type not in FLOOR_HEAD_DIM:
+    head_dim_free = model_type in FLOOR_HEAD_DIM or model_type in MLA_TYPES
+    if hidden % heads and not cfg.get("head_dim") and not head_dim_free:
         raise FitplanError(
             f"{where}: hidden_size {hidden} is not divisible by num_attention_heads {heads}"
         )
@@ -337,6 +359,8 @@ def llama_like(
         kwargs["moe_intermediate"] = kwargs["intermediate"]
     if model_type == "llama4_text":
         _llama4_text(cfg, kwargs, where)
+    if model_type == "ernie4_5_moe":
+        _ernie4_5_moe(cfg, kwargs, where)
     if model_type == "gpt_oss":
         # modeling_gpt_oss.py: GptOssExperts holds gate_up_proj (E, H, 2I) + bias and down_proj
         # (E, I, H) + bias as Parameters; GptOssTopKRouter a weight (E, H) and bias (E)
@@ -352,7 +376,7 @@ def llama_like(
         kwargs["sdpa_supported"] = False  # modeling_gpt_oss.py _supports_sdpa = False (sinks)
     if model_type in ("deepseek_v2", "deepseek_v3", "glm4_moe"):
         _deepseek_moe(cfg, kwargs, where, model_type)
-    if model_type in ("deepseek_v2", "deepseek_v3"):
+    if model_type in MLA_TYPES:
         kwargs["q_lora_rank"] = _int(cfg, "q_lora_rank", where=where, default=0)
         kwargs["kv_lora_rank"] = _int(cfg, "kv_lora_rank", where=where)
         kwargs["qk_nope_head_dim"] = _int(cfg, "qk_nope_head_dim", where=where)
@@ -386,6 +410,36 @@ def _deepseek_moe(cfg: dict[str, Any], kwargs: dict[str, Any], where: str, model
     kwargs["shared_expert_intermediate"] = kwargs["moe_intermediate"] * kwargs["shared_experts"]
     kwargs["first_dense_layers"] = _int(cfg, "first_k_dense_replace", where=where, default=0)
     kwargs["moe_every"] = _int(cfg, "moe_layer_freq", where=where, default=1)
+
+
+def _ernie4_5_moe(cfg: dict[str, Any], kwargs: dict[str, Any], where: str) -> None:
+    """ERNIE 4.5's MoE (modeling_ernie4_5_moe.py): routed experts moe_intermediate_size wide,
+    ``moe_num_shared_experts`` fused into one MLP beside them, a router that is an fp32
+    Parameter fed the hidden states cast to fp32 with a frozen per-expert score correction; MoE
+    layers from ``moe_layer_start_index`` every ``moe_layer_interval`` to ``moe_layer_end_index``
+    (-1: the last), dense MLPs elsewhere."""
+    kwargs["num_experts"] = _experts(cfg, "ernie4_5_moe", where)
+    kwargs["experts_per_token"] = _int(cfg, "moe_k", "num_experts_per_tok", where=where)
+    kwargs["moe_intermediate"] = _int(cfg, "moe_intermediate_size", where=where)
+    kwargs["shared_experts"] = _int(cfg, "moe_num_shared_experts", where=where, default=0)
+    kwargs["shared_expert_intermediate"] = kwargs["moe_intermediate"] * kwargs["shared_experts"]
+    kwargs["first_dense_layers"] = _int(cfg, "moe_layer_start_index", where=where, default=0)
+    kwargs["moe_every"] = _positive(
+        "moe_layer_interval", _int(cfg, "moe_layer_interval", where=where, default=1), where
+    )
+    kwargs["router_linear"] = False
+    kwargs["router_fp32_input"] = True
+    kwargs["router_correction_param"] = True
+    kwargs["attention_dropout"] = 0.0  # Ernie4_5_MoeAttention sets it to 0.0 whatever the config
+    end = cfg.get("moe_layer_end_index")
+    end = -1 if end is None else end
+    if isinstance(end, bool) or not isinstance(end, int):
+        raise FitplanError(f"{where}: moe_layer_end_index must be an integer, got {excerpt(end)}")
+    if end != -1 and end < kwargs["layers"] - 1:
+        raise FitplanError(
+            f"{where}: moe_layer_end_index {end} leaves dense layers after the MoE ones",
+            "fitplan models MoE layers through the last: pass raw numbers (--params …)",
+        )
 
 
 def _llama4_text(cfg: dict[str, Any], kwargs: dict[str, Any], where: str) -> None:

@@ -49,6 +49,7 @@ LLAMA_LIKE = {
     "nemotron",
     "hunyuan_v1_dense",
     "vaultgemma",
+    "ernie4_5_moe",
 }
 #: Gemma's layers: GELU-tanh, RMSNorm computing ``x̂ · (1 + w)`` in fp32; Gemma 2 and 3 add a norm
 #: after attention and around the MLP (four per layer); Gemma 3 adds per-head q/k norms
@@ -129,6 +130,9 @@ class ModelSpec(Record):
     #: the router's matmul upcasts its input to fp32 (DeepSeek V2 / V3 TopkRouter: F.linear(
     #: hidden.type(torch.float32), weight.type(torch.float32))), a saved fp32 copy
     router_fp32_input: bool = False
+    #: the router holds a frozen fp32 Parameter of one score correction per expert (ERNIE 4.5
+    #: ``Ernie4_5_MoeStatics.e_score_correction_bias``: counted by num_parameters, never trained)
+    router_correction_param: bool = False
     #: one learned attention-sink logit per head (gpt-oss ``self_attn.sinks``)
     attn_sinks: bool = False
     #: PEFT adapts the routed experts' stacks (Mixtral, Qwen-MoE: ParamWrapper through PEFT's

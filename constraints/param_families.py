@@ -216,6 +216,18 @@ def _llama_like(spec: ModelSpec) -> ParamInventory:
             )
         if spec.router_bias_param:
             groups.append(ParamGroup("mlp.router.bias", "bias", e, 1, block, "gate", "router"))
+        if spec.router_correction_param:
+            groups.append(
+                ParamGroup(
+                    "mlp.gate.moe_statics.e_score_correction_bias",
+                    "other",
+                    e,
+                    1,
+                    block,
+                    "gate",
+                    "router",
+                )
+            )
         names = (
             ("w1", "w3", "w2")
             if spec.family == "mixtral"

@@ -246,3 +246,43 @@ def test_a_type_transformers_builds_as_llama_is_read_as_llama() -> None:
     assert spec_from_hf_config(exaone, id="t", family="llama").layers == 3
     with pytest.raises(FitplanError, match="contradicts"):
         spec_from_hf_config(exaone, id="t", family="mistral")
+
+
+def test_a_renamed_key_that_disagrees_with_its_target_is_refused() -> None:
+    """SarvamMoEConfig.attribute_map reads num_experts as n_routed_experts: a file that gives both,
+    differently, has no one reading (transformers keeps whichever it sets last)."""
+    sarvam = {
+        "model_type": "sarvam_moe",
+        "hidden_size": 64,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 4,
+        "vocab_size": 100,
+    }
+    same = spec_from_hf_config({**sarvam, "num_experts": 8, "n_routed_experts": 8}, id="t")
+    assert same.num_experts == 8 and same.family == "glm4_moe"
+    with pytest.raises(FitplanError, match="num_experts 8 and n_routed_experts 16 disagree"):
+        spec_from_hf_config({**sarvam, "num_experts": 8, "n_routed_experts": 16}, id="t")
+
+
+def test_mlp_layer_types_read_as_dense_layers_first() -> None:
+    """Glm4MoeLiteConfig lists each layer's MLP (default: one dense, then sparse); fitplan reads
+    a dense prefix and refuses the patterns it cannot (a dense layer after a sparse one)."""
+    lite = {
+        "model_type": "glm4_moe_lite",
+        "hidden_size": 64,
+        "num_hidden_layers": 4,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 4,
+        "vocab_size": 100,
+    }
+    assert spec_from_hf_config(lite, id="t").first_dense_layers == 1
+    two = {**lite, "mlp_layer_types": ["dense", "dense", "sparse", "sparse"]}
+    assert spec_from_hf_config(two, id="t").first_dense_layers == 2
+    with pytest.raises(FitplanError, match="dense layer after a sparse one"):
+        spec_from_hf_config(
+            {**lite, "mlp_layer_types": ["dense", "sparse", "dense", "sparse"]}, id="t"
+        )
+    with pytest.raises(FitplanError, match="lists 3 layers, num_hidden_layers is 4"):
+        spec_from_hf_config({**lite, "mlp_layer_types": ["dense", "sparse", "sparse"]}, id="t")
+    with pytest.raises(FitplanError, match="'dense' or 'sparse'"):
+        spec_from_hf_config({**lite, "mlp_layer_types": "dense"}, id="t")

@@ -43,3 +43,24 @@ def test_all_linear_is_written_without_the_router_and_counts_what_peft_builds() 
     peft_model = get_peft_model(model, LoraConfig(r=8, target_modules=targets))
     trainable = sum(p.numel() for p in peft_model.parameters() if p.requires_grad)
     assert trainable == lora_params(spec, 8, "all-linear")
+
+
+def test_the_converted_moe_types_are_the_installed_peft_and_transformers_ones() -> None:
+    """PEFT converts the targets of a fused-MoE type when transformers' conversion table maps it to
+    a pattern PEFT has target and fused names for: fitplan's copy is that set, type by type."""
+    pytest.importorskip("peft")
+    pytest.importorskip("transformers")
+    from peft.utils.transformers_weight_conversion import (
+        _MOE_FUSED_TARGETS,
+        _MOE_TARGET_MODULE_MAPPING,
+    )
+    from transformers.conversion_mapping import _MODEL_TO_CONVERSION_PATTERN
+
+    from constraints.lora_targets import PEFT_MOE_CONVERTED
+
+    installed = {
+        t: p
+        for t, p in {**_MODEL_TO_CONVERSION_PATTERN, "mixtral": "mixtral"}.items()
+        if p in _MOE_TARGET_MODULE_MAPPING and p in _MOE_FUSED_TARGETS and t == t.lower()
+    }
+    assert installed == PEFT_MOE_CONVERTED

@@ -170,6 +170,27 @@ MOE_TYPES = [
     ("qwen3_moe", {**MOE, "num_experts": 8, "num_local_experts": 8}, KWS[:2]),
     # Solar Open: GLM-4.5's layers, every one MoE (read as glm4_moe)
     ("solar_open", {**MOE, "n_routed_experts": 8, "n_shared_experts": 1}, KWS[:2]),
+    # glm4_moe_lite (GLM-4.7-Flash): DeepSeek-V3's MLA and MoE, the MLPs listed per layer
+    (
+        "glm4_moe_lite",
+        {
+            **DEEPSEEK_MOE,
+            **MLA,
+            "num_key_value_heads": 8,
+            "head_dim": 16,
+            "v_head_dim": 64,
+            "mlp_layer_types": ["dense", "sparse", "sparse"],
+        },
+        KWS[:2],
+    ),
+    # ERNIE 4.5 MoE: an fp32 router with a frozen score correction, two shared experts
+    (
+        "ernie4_5_moe",
+        {"moe_num_experts": 8, "moe_k": 2, "moe_intermediate_size": 256},
+        KWS[:2],
+    ),
+    # Sarvam MoE: built as GLM-4.5's class, per-head q/k norms on by default
+    ("sarvam_moe", {**DEEPSEEK_MOE, "use_qk_norm": True}, KWS[:2]),
     # MiniMax-M2: OLMoE's layer (whole-width q/k norms) under PEFT's Mixtral conversion
     ("minimax_m2", {**MOE, "num_local_experts": 8, "intermediate_size": 256}, KWS[:2]),
 ]
@@ -182,7 +203,9 @@ def test_lora_on_moe_layers_matches_its_trace() -> None:
     all-linear on Qwen2-MoE was +38 % (experts counted as adapted) and DeepSeek-V3 +4.6 % (shared
     experts adapted, the attention adapters of the MoE layers after the dense ones not counted:
     −6.1 % on GLM-4.5 with attention targets). Seen when fixed: GLM-4.5 −1.0 … +1.5 %, DeepSeek-V3
-    −1.0 %, Qwen2-MoE −0.7 … +0.1 %, Qwen3-MoE +1.4 … +1.9 %, MiniMax-M2 +1.4 … +1.8 %, Solar Open −1.8 … +1.4 %. (amp is not traced: the tracer's
+    −1.0 %, Qwen2-MoE −0.7 … +0.1 %, Qwen3-MoE +1.4 … +1.9 %, MiniMax-M2 +1.4 … +1.8 %, Solar Open −1.8 … +1.4 %,
+    Sarvam MoE −0.2 … +0.5 %, GLM-4.7-Flash −1.9 … +0.3 %,
+    ERNIE 4.5 MoE −2.1 … +0.2 %. (amp is not traced: the tracer's
     CPU grouped_mm refuses fp32 inputs.)"""
     pytest.importorskip("peft")
     from searcher.truth.hf_build import quiet_transformers
