@@ -28,6 +28,9 @@ EXPERT_KEYS = {
     "llama4_text": ("num_local_experts",),
     "gpt_oss": ("num_local_experts", "num_experts"),
     "ernie4_5_moe": ("moe_num_experts", "num_experts"),
+    "flex_olmo": ("num_experts", "num_local_experts"),
+    "granitemoe": ("num_local_experts",),
+    "granitemoeshared": ("num_local_experts",),
 }
 
 
@@ -106,6 +109,11 @@ ABSENT_DEFAULTS: dict[str, dict[str, float | str]] = {
     },
     # OlmoeConfig (configuration_olmoe.py)
     "olmoe": {"num_experts": 64, "num_experts_per_tok": 8},
+    # GraniteMoeConfig (configuration_granitemoe.py)
+    "granitemoe": {"num_local_experts": 8, "num_experts_per_tok": 2},
+    "granitemoeshared": {"num_local_experts": 8, "num_experts_per_tok": 2},
+    # FlexOlmoConfig (modular_flex_olmo.py): FlexOlmo-7x7B's shapes
+    "flex_olmo": {"num_experts": 7, "num_experts_per_tok": 5},
     # DeepseekV2Config (configuration_deepseek_v2.py)
     "deepseek_v2": {
         "q_lora_rank": 1536,
@@ -214,6 +222,9 @@ LAYER_TRAITS: dict[str, dict[str, Any]] = {
     "phi3": {"fused_qkv": True, "fused_gate_up": True},
     "olmo": {"norm": "nonparam"},
     "olmo2": {"norm_weight_fp32": True, "qk_norm": "full", "post_norm": True},
+    # FlexOlmoDecoderLayer: OLMoE's MoE under OLMo 2's layer (norms after attention and after
+    # the MLP, Olmo2RMSNorm, whole-projection q/k norms)
+    "flex_olmo": {"norm_weight_fp32": True, "qk_norm": "full", "post_norm": True},
     "qwen3": {"qk_norm": "head"},
     "qwen3_moe": {"qk_norm": "head"},
     # GlmMLP: one gate_up_proj, chunked; partial rotary on q and k (the same widths saved)
@@ -331,10 +342,18 @@ def llama_like(
     if model_type in ("gemma2", "gemma3_text", "vaultgemma"):
         kwargs["attn_softcap"] = float(cfg.get("attn_logit_softcapping") or 0.0)
         kwargs["final_softcap"] = float(cfg.get("final_logit_softcapping") or 0.0)
-    if model_type == "mixtral":
-        kwargs["num_experts"] = _experts(cfg, "mixtral", where)
+    if model_type in ("mixtral", "granitemoe", "granitemoeshared"):
+        # modeling_granitemoe.py: Mixtral's layer, the router a bare Parameter (F.linear in the
+        # compute dtype, the logits then fp32); its multipliers scale without saving anything
+        kwargs["router_linear"] = model_type == "mixtral"
+        kwargs["num_experts"] = _experts(cfg, model_type, where)
         kwargs["experts_per_token"] = _int(cfg, "num_experts_per_tok", where=where, default=2)
         kwargs["moe_intermediate"] = kwargs["intermediate"]
+        shared = _int(cfg, "shared_intermediate_size", where=where, default=0)
+        if model_type == "granitemoeshared" and shared:
+            kwargs["shared_experts"] = 1
+            kwargs["shared_expert_intermediate"] = shared
+            kwargs["shared_expert_fused"] = True
     if model_type in ("qwen3_moe", "qwen2_moe"):
         kwargs["num_experts"] = _experts(cfg, model_type, where)
         kwargs["experts_per_token"] = _int(cfg, "num_experts_per_tok", where=where)
@@ -348,7 +367,7 @@ def llama_like(
                 cfg, "shared_expert_intermediate_size", where=where
             )
             kwargs["shared_expert_gate"] = True
-    if model_type in ("olmoe", "minimax_m2"):
+    if model_type in ("olmoe", "minimax_m2", "flex_olmo"):
         # modeling_olmoe.py: Qwen-MoE's layer with q_norm over the whole q projection and k_norm
         # over the whole k projection (OlmoeRMSNorm, Llama's), every expert intermediate_size wide;
         # modeling_minimax_m2.py the same layer (a sigmoid router with a correction-bias buffer,

@@ -50,6 +50,9 @@ LLAMA_LIKE = {
     "hunyuan_v1_dense",
     "vaultgemma",
     "ernie4_5_moe",
+    "flex_olmo",
+    "granitemoe",
+    "granitemoeshared",
 }
 #: Gemma's layers: GELU-tanh, RMSNorm computing ``x̂ · (1 + w)`` in fp32; Gemma 2 and 3 add a norm
 #: after attention and around the MLP (four per layer); Gemma 3 adds per-head q/k norms
@@ -121,6 +124,9 @@ class ModelSpec(Record):
     shared_experts: int = 0
     shared_expert_intermediate: int = 0
     shared_expert_gate: bool = False
+    #: the shared experts' gate and up projections are one Linear (Granite MoE's
+    #: ``shared_mlp.input_linear``, 2·I wide, then ``output_linear``)
+    shared_expert_fused: bool = False
     first_dense_layers: int = 0
     moe_every: int = 1
     router_bias_param: bool = False

@@ -173,6 +173,29 @@ def _gated_mlp(
     )
 
 
+def _fused_shared_mlp(spec: ModelSpec, block: str) -> list[ParamGroup]:
+    """Granite MoE's shared MLP: ``output_linear(act(x₁) · x₂)`` with x₁, x₂ the halves of one
+    ``input_linear`` (modeling_granitemoeshared.py ``GraniteMoeSharedMLP``)."""
+    h, inter = spec.hidden, spec.shared_expert_intermediate
+    up = _linear(
+        "mlp.shared_experts.gate_up_proj",
+        "input_linear",
+        h,
+        2 * inter,
+        block=block,
+        role="shared_expert",
+    )
+    down = _linear(
+        "mlp.shared_experts.down_proj",
+        "output_linear",
+        inter,
+        h,
+        block=block,
+        role="shared_expert",
+    )
+    return up + down
+
+
 def _up_down_mlp(spec: ModelSpec, block: str) -> list[ParamGroup]:
     """An MLP without a gate: ``down(act(up(x)))`` (Arcee's up/down_proj, Starcoder2's c_fc/c_proj)."""
     h, inter = spec.hidden, spec.intermediate
@@ -224,8 +247,8 @@ def _llama_like(spec: ModelSpec) -> ParamInventory:
                     e,
                     1,
                     block,
-                    "gate",
-                    "router",
+                    "moe_statics",
+                    "other",
                 )
             )
         names = (
@@ -234,7 +257,9 @@ def _llama_like(spec: ModelSpec) -> ParamInventory:
             else ("gate_proj", "up_proj", "down_proj")
         )
         groups += _gated_mlp(spec, "mlp.experts", inter, block, "expert", per_block=e, names=names)
-        if spec.shared_experts:
+        if spec.shared_experts and spec.shared_expert_fused:
+            groups += _fused_shared_mlp(spec, block)
+        elif spec.shared_experts:
             groups += _gated_mlp(
                 spec, "mlp.shared_experts", spec.shared_expert_intermediate, block, "shared_expert"
             )

@@ -135,6 +135,7 @@ def _llama_layer(spec: ModelSpec, moe: bool) -> list[Saved]:
                     "mlp.gate",
                     "mlp.shared_experts.gate_proj",
                     "mlp.shared_experts.up_proj",
+                    "mlp.shared_experts.gate_up_proj",
                 ),
                 tp_split=False,
             )

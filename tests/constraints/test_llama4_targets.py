@@ -64,3 +64,46 @@ def test_the_converted_moe_types_are_the_installed_peft_and_transformers_ones() 
         if p in _MOE_TARGET_MODULE_MAPPING and p in _MOE_FUSED_TARGETS and t == t.lower()
     }
     assert installed == PEFT_MOE_CONVERTED
+
+
+SMALL_MOE = {
+    "num_hidden_layers": 3,
+    "hidden_size": 256,
+    "intermediate_size": 128,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "vocab_size": 1000,
+}
+
+
+@pytest.mark.parametrize(
+    ("model_type", "extra"),
+    [
+        ("granitemoeshared", {"num_local_experts": 4, "shared_intermediate_size": 192}),
+        ("granitemoe", {"num_local_experts": 4}),
+        ("ernie4_5_moe", {"moe_num_experts": 4, "moe_k": 2, "moe_intermediate_size": 64}),
+        ("flex_olmo", {"num_experts": 4, "num_experts_per_tok": 2, "pad_token_id": 0}),
+        ("sarvam_moe", {"n_routed_experts": 4, "num_experts_per_tok": 2, "head_dim": 64}),
+    ],
+)
+@pytest.mark.parametrize("targets", ["all-linear", "attention"])
+def test_lora_count_is_what_peft_builds_on_moe_types(
+    model_type: str, extra: dict[str, object], targets: str
+) -> None:
+    """PEFT's own trainable count on the model transformers builds: whether it converts the
+    type's targets (ERNIE, FlexOlmo: the expert stacks and the router), or leaves the experts
+    alone (Granite MoE, Sarvam), and Granite's fused shared MLP (one input_linear)."""
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("peft")
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    cfg = {"model_type": model_type, **SMALL_MOE, **extra}
+    spec = spec_from_hf_config(cfg, id=model_type)
+    config = AutoConfig.for_model(model_type, **{**SMALL_MOE, **extra})
+    with torch.device("meta"):
+        model = AutoModelForCausalLM.from_config(config)
+    modules = peft_target_modules(spec, targets)
+    peft_model = get_peft_model(model, LoraConfig(r=8, target_modules=modules))
+    built = sum(p.numel() for p in peft_model.parameters() if p.requires_grad)
+    assert lora_params(spec, 8, targets) == built

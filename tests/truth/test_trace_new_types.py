@@ -189,6 +189,25 @@ MOE_TYPES = [
         {"moe_num_experts": 8, "moe_k": 2, "moe_intermediate_size": 256},
         KWS[:2],
     ),
+    # FlexOlmo: OLMoE's MoE in OLMo 2's layer (norms after attention and the MLP)
+    ("flex_olmo", {"num_experts": 8, "num_experts_per_tok": 2, "intermediate_size": 256}, KWS[:2]),
+    # Granite MoE: Mixtral's layer with a Parameter router and its multipliers; the shared
+    # variant's fused shared MLP (adapted by all-linear)
+    (
+        "granitemoe",
+        {"num_local_experts": 8, "num_experts_per_tok": 2, "intermediate_size": 256},
+        KWS[:2],
+    ),
+    (
+        "granitemoeshared",
+        {
+            "num_local_experts": 8,
+            "num_experts_per_tok": 2,
+            "intermediate_size": 256,
+            "shared_intermediate_size": 512,
+        },
+        KWS[:2],
+    ),
     # Sarvam MoE: built as GLM-4.5's class, per-head q/k norms on by default
     ("sarvam_moe", {**DEEPSEEK_MOE, "use_qk_norm": True}, KWS[:2]),
     # MiniMax-M2: OLMoE's layer (whole-width q/k norms) under PEFT's Mixtral conversion
@@ -205,7 +224,7 @@ def test_lora_on_moe_layers_matches_its_trace() -> None:
     −6.1 % on GLM-4.5 with attention targets). Seen when fixed: GLM-4.5 −1.0 … +1.5 %, DeepSeek-V3
     −1.0 %, Qwen2-MoE −0.7 … +0.1 %, Qwen3-MoE +1.4 … +1.9 %, MiniMax-M2 +1.4 … +1.8 %, Solar Open −1.8 … +1.4 %,
     Sarvam MoE −0.2 … +0.5 %, GLM-4.7-Flash −1.9 … +0.3 %,
-    ERNIE 4.5 MoE −2.1 … +0.2 %. (amp is not traced: the tracer's
+    ERNIE 4.5 MoE −2.2 … +0.2 %, FlexOlmo +0.5 … +1.0 %, Granite MoE −0.2 … +0.6 %. (amp is not traced: the tracer's
     CPU grouped_mm refuses fp32 inputs.)"""
     pytest.importorskip("peft")
     from searcher.truth.hf_build import quiet_transformers
