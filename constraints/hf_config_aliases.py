@@ -28,6 +28,9 @@ class BuiltAs:
     #: the config lists each layer's MLP (``mlp_layer_types``: "dense" / "sparse"), which the
     #: family reads as its first ``first_k_dense_replace`` layers dense
     mlp_layer_types: bool = False
+    #: every layer has the dense MLP: the family's MoE keys are not the type's (its file's
+    #: own are dropped, transformers ignores them)
+    dense: bool = False
 
 
 BUILT_AS = {
@@ -113,6 +116,28 @@ BUILT_AS = {
         ),
         mlp_layer_types=True,
     ),
+    # modular_youtu.py: Llama's layer with DeepseekV3Attention (MLA) and a dense gated MLP in
+    # every layer: DeepSeek-V3 without routed experts
+    "youtu": BuiltAs(
+        "deepseek_v3",
+        "YoutuForCausalLM",
+        (),
+        (
+            ("vocab_size", 128256),
+            ("hidden_size", 2048),
+            ("intermediate_size", 6144),
+            ("num_hidden_layers", 32),
+            ("num_attention_heads", 16),
+            ("num_key_value_heads", 16),
+            ("kv_lora_rank", 512),
+            ("q_lora_rank", 1536),
+            ("qk_rope_head_dim", 64),
+            ("v_head_dim", 128),
+            ("qk_nope_head_dim", 128),
+            ("tie_word_embeddings", True),
+        ),
+        dense=True,
+    ),
     "gpt-sw3": BuiltAs("gpt2", "GPT2LMHeadModel"),
     # modeling_solar_open.py: GLM-4.5's layer (Glm4MoeAttention without q/k norms, the same
     # TopkRouter, experts and shared experts), every layer MoE (SolarOpenConfig has neither
@@ -132,6 +157,10 @@ BUILT_AS = {
         ),
     ),
 }
+
+
+#: the types built as an MoE family's class with no routed experts in any layer
+DENSE_BUILT_AS = frozenset(name for name, alias in BUILT_AS.items() if alias.dense)
 
 
 def read_built_as(cfg: dict[str, Any]) -> tuple[dict[str, Any], str]:
@@ -166,6 +195,12 @@ def read_built_as(cfg: dict[str, Any]) -> tuple[dict[str, Any], str]:
             out[ours] = out.pop(theirs)
         else:
             out.pop(theirs, None)
+    if alias.dense:
+        for key in _MOE_KEYS:
+            out.pop(key, None)
+        out["n_routed_experts"] = 0
+        out["num_experts_per_tok"] = 0
+        out["moe_intermediate_size"] = 0
     if alias.mlp_layer_types:
         out["first_k_dense_replace"] = _dense_first(name, out)
     out["model_type"] = alias.family
@@ -174,6 +209,18 @@ def read_built_as(cfg: dict[str, Any]) -> tuple[dict[str, Any], str]:
         f"{alias.model_class}."
     )
     return out, caveat
+
+
+_MOE_KEYS = (
+    "n_routed_experts",
+    "num_local_experts",
+    "num_experts",
+    "num_experts_per_tok",
+    "moe_intermediate_size",
+    "n_shared_experts",
+    "first_k_dense_replace",
+    "moe_layer_freq",
+)
 
 
 def _dense_first(name: str, cfg: dict[str, Any]) -> Any:

@@ -152,6 +152,8 @@ ABSENT_DEFAULTS: dict[str, dict[str, float | str]] = {
         "tie_word_embeddings": True,
         "hidden_act": "gelu_pytorch_tanh",
     },
+    # Jais2Config: relu² in its MLP, biases on every linear
+    "jais2": {"hidden_act": "relu2", "attention_bias": True, "mlp_bias": True},
     # ArceeConfig: relu² in its MLP
     "arcee": {"hidden_act": "relu2"},
     # the types read with a supported family's structure (constraints/data/structure_families.json):
@@ -225,6 +227,8 @@ LAYER_TRAITS: dict[str, dict[str, Any]] = {
     # FlexOlmoDecoderLayer: OLMoE's MoE under OLMo 2's layer (norms after attention and after
     # the MLP, Olmo2RMSNorm, whole-projection q/k norms)
     "flex_olmo": {"norm_weight_fp32": True, "qk_norm": "full", "post_norm": True},
+    # Jais2DecoderLayer: Llama's attention, nn.LayerNorms (bias), Nemotron's MLP (up, act, down)
+    "jais2": {"norm": "layernorm", "gated_mlp": False},
     "qwen3": {"qk_norm": "head"},
     "qwen3_moe": {"qk_norm": "head"},
     # GlmMLP: one gate_up_proj, chunked; partial rotary on q and k (the same widths saved)
@@ -251,6 +255,13 @@ LAYER_TRAITS: dict[str, dict[str, Any]] = {
     "hunyuan_v1_dense": {"qk_norm": "head"},
 }
 
+#: traits a config switches on: (key, its default, the traits when it is true)
+#: (modeling_hyperclovax.py ``HyperCLOVAXDecoderLayer``: with use_post_norm a Llama RMSNorm after
+#: attention and after the MLP besides the input and post-attention ones: four per layer)
+SWITCHED_TRAITS: dict[str, tuple[tuple[str, bool, dict[str, Any]], ...]] = {
+    "hyperclovax": (("use_post_norm", True, {"norms_per_layer": 4}),),
+}
+
 #: the config key of the dropout on each residual branch, where a type has one
 RESIDUAL_DROPOUT_KEY = {"stablelm": "hidden_dropout"}
 
@@ -264,6 +275,15 @@ UNMODELLED_SWITCHES = {
         ("use_parallel_residual", "the parallel attention / MLP residual"),
     ),
 }
+
+
+def _switch(cfg: dict[str, Any], key: str, default: bool, where: str) -> bool:
+    value = cfg.get(key)
+    if value is None:
+        return default
+    if not isinstance(value, bool):
+        raise FitplanError(f"{where}: {key} must be true or false, got {excerpt(value)}")
+    return value
 
 
 def _bias(cfg: dict[str, Any], key: str | None) -> bool:
@@ -333,6 +353,9 @@ def llama_like(
             cfg.get("hidden_activation", cfg.get("hidden_act", "gelu_pytorch_tanh"))
         )
     kwargs.update(LAYER_TRAITS.get(model_type, {}))
+    for key, default, traits in SWITCHED_TRAITS.get(model_type, ()):
+        if _switch(cfg, key, default, where):
+            kwargs.update(traits)
     for key, what in UNMODELLED_SWITCHES.get(model_type, ()):
         if cfg.get(key):
             raise FitplanError(

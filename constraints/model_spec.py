@@ -53,6 +53,8 @@ LLAMA_LIKE = {
     "flex_olmo",
     "granitemoe",
     "granitemoeshared",
+    "jais2",
+    "hyperclovax",
 }
 #: Gemma's layers: GELU-tanh, RMSNorm computing ``x̂ · (1 + w)`` in fp32; Gemma 2 and 3 add a norm
 #: after attention and around the MLP (four per layer); Gemma 3 adds per-head q/k norms

@@ -186,7 +186,10 @@ def check_spec(spec: ModelSpec, where: str | None = None) -> ModelSpec:
             f"{w}: {spec.heads} attention heads are not a multiple of {spec.kv_heads} key/value heads",
             "grouped-query attention shares each key/value head among a whole number of heads",
         )
-    if spec.family in MOE_FAMILIES or spec.num_experts or spec.experts_per_token:
+    from constraints.hf_config_aliases import DENSE_BUILT_AS
+
+    moe_family = spec.family in MOE_FAMILIES and spec.config_type not in DENSE_BUILT_AS
+    if moe_family or spec.num_experts or spec.experts_per_token:
         _check_experts(spec, w)
     if spec.sliding_window is not None and spec.sliding_window < 1:
         raise FitplanError(f"{w}: sliding_window must be positive, got {spec.sliding_window}")

@@ -286,3 +286,24 @@ def test_mlp_layer_types_read_as_dense_layers_first() -> None:
         spec_from_hf_config({**lite, "mlp_layer_types": ["dense", "sparse", "sparse"]}, id="t")
     with pytest.raises(FitplanError, match="'dense' or 'sparse'"):
         spec_from_hf_config({**lite, "mlp_layer_types": "dense"}, id="t")
+
+
+def test_a_switched_trait_and_a_dense_alias() -> None:
+    """HyperCLOVA X's use_post_norm adds two norms per layer (and must be a boolean); Youtu is
+    built with DeepSeek-V3's attention and no experts, whatever MoE keys its file carries."""
+    small = {
+        "hidden_size": 64,
+        "intermediate_size": 128,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 4,
+        "vocab_size": 100,
+    }
+    hcx = {**small, "model_type": "hyperclovax"}
+    on = total_params(spec_from_hf_config(hcx, id="t"))
+    off = total_params(spec_from_hf_config({**hcx, "use_post_norm": False}, id="t"))
+    assert on - off == 2 * 2 * 64
+    with pytest.raises(FitplanError, match="use_post_norm must be true or false"):
+        spec_from_hf_config({**hcx, "use_post_norm": "yes"}, id="t")
+    youtu = spec_from_hf_config({**small, "model_type": "youtu", "n_routed_experts": 8}, id="t")
+    assert youtu.family == "deepseek_v3" and not youtu.is_moe and youtu.is_mla

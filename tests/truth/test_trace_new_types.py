@@ -60,6 +60,23 @@ TYPES = [
     ("vaultgemma", {}),
     ("stablelm", {"use_qkv_bias": True}),
     ("stablelm", {"hidden_dropout": 0.1, "attention_dropout": 0.1}),
+    # Jais 2: Nemotron's MLP (relu², biases) between nn.LayerNorms
+    ("jais2", {}),
+    # HyperCLOVA X: Granite's layer with a norm after attention and after the MLP
+    ("hyperclovax", {}),
+    # Youtu: Llama's layer with DeepSeek-V3's MLA, no experts (its rotary is qk_rope_head_dim wide)
+    (
+        "youtu",
+        {
+            "num_key_value_heads": 8,
+            "head_dim": 16,
+            "q_lora_rank": 128,
+            "kv_lora_rank": 64,
+            "qk_nope_head_dim": 48,
+            "qk_rope_head_dim": 16,
+            "v_head_dim": 64,
+        },
+    ),
     # GPT-BigCode: GPT-2's block with multi-query attention, dropout 0.1 everywhere (its defaults)
     ("gpt_bigcode", GPT2_NARROW),
     # GPT-J: a parallel block, fp32 q/k copies in eager attention; its published dropout 0.0
@@ -122,7 +139,8 @@ def test_lora_on_the_newer_types_matches_its_trace() -> None:
     (eager attention keeps the k and v it expands to every head, fused q/k/v or not); GPT-J
     −0.3 … +1.6 %; GPT-Neo −0.7 … +2.2 %;
     CodeGen −0.5 … +1.5 %; Nemotron −0.1 … +0.8 %; Hunyuan
-    −0.1 … +0.6 %; VaultGemma −0.1 … +0.6 % (eager: no SDPA under soft-capping)."""
+    −0.1 … +0.6 %; VaultGemma −0.1 … +0.6 % (eager: no SDPA under soft-capping); Jais 2
+    −0.1 … +0.8 %; HyperCLOVA X −0.1 … +0.6 %; Youtu −0.6 … +0.5 %."""
     pytest.importorskip("peft")
     from searcher.truth.hf_build import quiet_transformers
 
