@@ -16,6 +16,7 @@ from typing import Any
 
 from constraints.errors import FitplanError
 from constraints.frozen import frozen
+from constraints.hf_config_fields import dense_prefix
 from constraints.limits import excerpt
 
 
@@ -202,7 +203,8 @@ def read_built_as(cfg: dict[str, Any]) -> tuple[dict[str, Any], str]:
         out["num_experts_per_tok"] = 0
         out["moe_intermediate_size"] = 0
     if alias.mlp_layer_types:
-        out["first_k_dense_replace"] = _dense_first(name, out)
+        kinds = out.pop("mlp_layer_types", None)
+        out["first_k_dense_replace"] = 1 if kinds is None else dense_prefix(kinds, out, name)
     out["model_type"] = alias.family
     caveat = (
         f"model_type '{name}' read as {alias.family}: transformers builds it as "
@@ -221,30 +223,6 @@ _MOE_KEYS = (
     "first_k_dense_replace",
     "moe_layer_freq",
 )
-
-
-def _dense_first(name: str, cfg: dict[str, Any]) -> Any:
-    """How many layers come first with a dense MLP, from ``mlp_layer_types`` (left out: one, the
-    config classes' default); any other pattern is refused, the family reads a dense prefix."""
-    kinds = cfg.pop("mlp_layer_types", None)
-    if kinds is None:
-        return 1
-    if not isinstance(kinds, list) or not all(k in ("dense", "sparse") for k in kinds):
-        raise FitplanError(
-            f"{name}: mlp_layer_types must list 'dense' or 'sparse' per layer, got {excerpt(kinds)}"
-        )
-    dense = kinds.index("sparse") if "sparse" in kinds else len(kinds)
-    if "dense" in kinds[dense:]:
-        raise FitplanError(
-            f"{name}: mlp_layer_types {excerpt(kinds)} puts a dense layer after a sparse one",
-            "fitplan models dense layers first, then MoE: pass raw numbers (--params …)",
-        )
-    layers = cfg.get("num_hidden_layers")
-    if isinstance(layers, int) and len(kinds) != layers:
-        raise FitplanError(
-            f"{name}: mlp_layer_types lists {len(kinds)} layers, num_hidden_layers is {layers}"
-        )
-    return dense
 
 
 @cache

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from constraints.errors import FitplanError
+from constraints.limits import excerpt
 
 
 def required(cfg: dict[str, Any], *keys: str, where: str) -> Any:
@@ -60,3 +61,25 @@ def positive(name: str, value: int, where: str) -> int:
     if value <= 0:
         raise FitplanError(f"{where}: {name} must be positive, got {value}")
     return value
+
+
+def dense_prefix(kinds: Any, cfg: dict[str, Any], where: str) -> int:
+    """How many layers come first with a dense MLP, from an ``mlp_layer_types`` list ("dense" /
+    "sparse" per layer: Glm4MoeLiteConfig, ExaoneMoeConfig); a dense layer after a sparse one is
+    refused (fitplan models a dense prefix), as is a list of the wrong length."""
+    if not isinstance(kinds, list) or not all(k in ("dense", "sparse") for k in kinds):
+        raise FitplanError(
+            f"{where}: mlp_layer_types must list 'dense' or 'sparse' per layer, got {excerpt(kinds)}"
+        )
+    dense = kinds.index("sparse") if "sparse" in kinds else len(kinds)
+    if "dense" in kinds[dense:]:
+        raise FitplanError(
+            f"{where}: mlp_layer_types {excerpt(kinds)} puts a dense layer after a sparse one",
+            "fitplan models dense layers first, then MoE: pass raw numbers (--params …)",
+        )
+    layers = cfg.get("num_hidden_layers")
+    if isinstance(layers, int) and len(kinds) != layers:
+        raise FitplanError(
+            f"{where}: mlp_layer_types lists {len(kinds)} layers, num_hidden_layers is {layers}"
+        )
+    return dense

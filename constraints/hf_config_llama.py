@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from constraints.errors import FitplanError
+from constraints.hf_config_fields import dense_prefix
 from constraints.hf_config_fields import int_field as _int
 from constraints.hf_config_fields import kv_heads as _kv_heads
 from constraints.hf_config_fields import positive as _positive
@@ -31,7 +32,11 @@ EXPERT_KEYS = {
     "flex_olmo": ("num_experts", "num_local_experts"),
     "granitemoe": ("num_local_experts",),
     "granitemoeshared": ("num_local_experts",),
+    "exaone_moe": ("num_experts", "num_local_experts"),
 }
+
+#: the shared-expert count's key where it is not DeepSeek's ``n_shared_experts``
+SHARED_EXPERT_KEY = {"exaone_moe": "num_shared_experts"}
 
 
 def _experts(cfg: dict[str, Any], model_type: str, where: str) -> int:
@@ -109,6 +114,16 @@ ABSENT_DEFAULTS: dict[str, dict[str, float | str]] = {
     },
     # OlmoeConfig (configuration_olmoe.py)
     "olmoe": {"num_experts": 64, "num_experts_per_tok": 8},
+    # ExaoneMoeConfig (configuration_exaone_moe.py)
+    "exaone_moe": {
+        "num_key_value_heads": 32,
+        "num_experts": 64,
+        "num_experts_per_tok": 8,
+        "moe_intermediate_size": 1024,
+        "num_shared_experts": 1,
+        "first_k_dense_replace": 1,
+        "sliding_window": 4096,
+    },
     # GraniteMoeConfig (configuration_granitemoe.py)
     "granitemoe": {"num_local_experts": 8, "num_experts_per_tok": 2},
     "granitemoeshared": {"num_local_experts": 8, "num_experts_per_tok": 2},
@@ -191,6 +206,10 @@ ABSENT_DEFAULTS: dict[str, dict[str, float | str]] = {
 #: hidden_size // num_attention_heads)``; its default 4096 / 96 builds 42-wide heads)
 FLOOR_HEAD_DIM = frozenset({"glm4_moe"})
 
+#: types whose config lists each layer's MLP (``mlp_layer_types``, which wins over
+#: first_k_dense_replace: ExaoneMoeConfig.__post_init__ derives it only when left out)
+MLP_LAYER_TYPES = frozenset({"exaone_moe"})
+
 #: multi-head latent attention: each head is qk_nope_head_dim + qk_rope_head_dim wide, whatever
 #: hidden_size / heads is (modeling_deepseek_v3.py ``DeepseekV3Attention``)
 MLA_TYPES = ("deepseek_v2", "deepseek_v3")
@@ -207,6 +226,7 @@ BIAS_KEYS: dict[str, tuple[str | None, str | None, str | None]] = {
     "glm4_moe": ("attention_bias", None, None),
     "minimax_m2": (None, None, None),
     "exaone4": (None, None, None),
+    "exaone_moe": (None, None, None),
     "starcoder2": ("use_bias", "use_bias", "use_bias"),
     "stablelm": ("use_qkv_bias", None, None),
     "ernie4_5_moe": ("use_bias", "use_bias", "use_bias"),
@@ -239,6 +259,9 @@ LAYER_TRAITS: dict[str, dict[str, Any]] = {
     # Exaone4DecoderLayer: OLMo 2's norms after attention and after the MLP, no input norms,
     # but per-head q/k norms and Llama's RMSNorm (the weight after the cast)
     "exaone4": {"qk_norm": "head", "post_norm": True},
+    # ExaoneMoeDecoderLayer: OLMoE's pre-norm layer around EXAONE 4's attention (per-head q/k
+    # norms) and DeepSeek-V3's MoE block
+    "exaone_moe": {"qk_norm": "head"},
     # ArceeMLP: down_proj(act(up_proj(x))), no gate (relu2 by default)
     "arcee": {"gated_mlp": False},
     # Starcoder2DecoderLayer: LayerNorms with bias, mlp.c_fc / mlp.c_proj without a gate,
@@ -416,7 +439,7 @@ def llama_like(
         kwargs["attn_sinks"] = True
         kwargs["peft_adapts_experts"] = False
         kwargs["sdpa_supported"] = False  # modeling_gpt_oss.py _supports_sdpa = False (sinks)
-    if model_type in ("deepseek_v2", "deepseek_v3", "glm4_moe"):
+    if model_type in ("deepseek_v2", "deepseek_v3", "glm4_moe", "exaone_moe"):
         _deepseek_moe(cfg, kwargs, where, model_type)
     if model_type in MLA_TYPES:
         kwargs["q_lora_rank"] = _int(cfg, "q_lora_rank", where=where, default=0)
@@ -448,9 +471,15 @@ def _deepseek_moe(cfg: dict[str, Any], kwargs: dict[str, Any], where: str, model
         default=6 if model_type == "deepseek_v2" else None,
     )
     kwargs["moe_intermediate"] = _int(cfg, "moe_intermediate_size", where=where)
-    kwargs["shared_experts"] = _int(cfg, "n_shared_experts", where=where, default=0)
+    shared_key = SHARED_EXPERT_KEY.get(model_type, "n_shared_experts")
+    kwargs["shared_experts"] = _int(cfg, shared_key, where=where, default=0)
     kwargs["shared_expert_intermediate"] = kwargs["moe_intermediate"] * kwargs["shared_experts"]
-    kwargs["first_dense_layers"] = _int(cfg, "first_k_dense_replace", where=where, default=0)
+    kinds = cfg.get("mlp_layer_types") if model_type in MLP_LAYER_TYPES else None
+    kwargs["first_dense_layers"] = (
+        _int(cfg, "first_k_dense_replace", where=where, default=0)
+        if kinds is None
+        else dense_prefix(kinds, cfg, where)
+    )
     kwargs["moe_every"] = _int(cfg, "moe_layer_freq", where=where, default=1)
 
 

@@ -55,6 +55,7 @@ LLAMA_LIKE = {
     "granitemoeshared",
     "jais2",
     "hyperclovax",
+    "exaone_moe",
 }
 #: Gemma's layers: GELU-tanh, RMSNorm computing ``x̂ · (1 + w)`` in fp32; Gemma 2 and 3 add a norm
 #: after attention and around the MLP (four per layer); Gemma 3 adds per-head q/k norms

@@ -286,6 +286,15 @@ def test_mlp_layer_types_read_as_dense_layers_first() -> None:
         spec_from_hf_config({**lite, "mlp_layer_types": ["dense", "sparse", "sparse"]}, id="t")
     with pytest.raises(FitplanError, match="'dense' or 'sparse'"):
         spec_from_hf_config({**lite, "mlp_layer_types": "dense"}, id="t")
+    # ExaoneMoeConfig derives the list from first_k_dense_replace only when it is left out
+    exaone = {
+        **lite,
+        "model_type": "exaone_moe",
+        "first_k_dense_replace": 3,
+        "intermediate_size": 96,
+    }
+    assert spec_from_hf_config(exaone, id="t").first_dense_layers == 3
+    assert spec_from_hf_config({**exaone, **two}, id="t").first_dense_layers == 2
 
 
 def test_a_switched_trait_and_a_dense_alias() -> None:

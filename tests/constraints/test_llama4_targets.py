@@ -84,6 +84,16 @@ SMALL_MOE = {
         ("ernie4_5_moe", {"moe_num_experts": 4, "moe_k": 2, "moe_intermediate_size": 64}),
         ("flex_olmo", {"num_experts": 4, "num_experts_per_tok": 2, "pad_token_id": 0}),
         ("sarvam_moe", {"n_routed_experts": 4, "num_experts_per_tok": 2, "head_dim": 64}),
+        (
+            "exaone_moe",
+            {
+                "num_experts": 4,
+                "num_experts_per_tok": 2,
+                "moe_intermediate_size": 64,
+                "mlp_layer_types": ["dense", "sparse", "sparse"],
+                "layer_types": ["sliding_attention", "sliding_attention", "full_attention"],
+            },
+        ),
     ],
 )
 @pytest.mark.parametrize("targets", ["all-linear", "attention"])

@@ -226,6 +226,19 @@ MOE_TYPES = [
         },
         KWS[:2],
     ),
+    # EXAONE MoE: EXAONE 4's attention (per-head q/k norms) in OLMoE's pre-norm layer around
+    # DeepSeek-V3's MoE, the MLPs listed per layer; a window longer than the traced sequence
+    # (a shorter one materialises a mask under SDPA: issue 35, Mistral's too)
+    (
+        "exaone_moe",
+        {
+            **MOE,
+            "num_experts": 8,
+            "mlp_layer_types": ["dense", "sparse", "sparse"],
+            "sliding_window": 1024,
+        },
+        KWS[:2],
+    ),
     # Sarvam MoE: built as GLM-4.5's class, per-head q/k norms on by default
     ("sarvam_moe", {**DEEPSEEK_MOE, "use_qk_norm": True}, KWS[:2]),
     # MiniMax-M2: OLMoE's layer (whole-width q/k norms) under PEFT's Mixtral conversion
@@ -242,7 +255,8 @@ def test_lora_on_moe_layers_matches_its_trace() -> None:
     −6.1 % on GLM-4.5 with attention targets). Seen when fixed: GLM-4.5 −1.0 … +1.5 %, DeepSeek-V3
     −1.0 %, Qwen2-MoE −0.7 … +0.1 %, Qwen3-MoE +1.4 … +1.9 %, MiniMax-M2 +1.4 … +1.8 %, Solar Open −1.8 … +1.4 %,
     Sarvam MoE −0.2 … +0.5 %, GLM-4.7-Flash −1.9 … +0.3 %,
-    ERNIE 4.5 MoE −2.2 … +0.2 %, FlexOlmo +0.5 … +1.0 %, Granite MoE −0.2 … +0.6 %. (amp is not traced: the tracer's
+    ERNIE 4.5 MoE −2.2 … +0.2 %, FlexOlmo +0.5 … +1.0 %, Granite MoE −0.2 … +0.6 %,
+    EXAONE MoE −1.9 … +0.5 %. (amp is not traced: the tracer's
     CPU grouped_mm refuses fp32 inputs.)"""
     pytest.importorskip("peft")
     from searcher.truth.hf_build import quiet_transformers
