@@ -174,7 +174,9 @@ def activation_arrays(spec: ModelSpec, batch: ConfigBatch) -> dict[str, np.ndarr
             )
     facts = model_facts(spec)
     layers = float(facts.layers)
-    saved = saved + lora_extra
+    masked = masked_sdpa_bytes_per_layer(spec, batch, b_c)
+    saved = saved + lora_extra + spec.sliding_layers * masked
+    layer = layer + masked
     uncheckpointed = saved  # what the forward writes, whatever is kept (elementwise traffic)
     # AutoGPTQ's training path (qlinear_cuda_old.QuantLinear.forward: ``weight = scales *
     # (weight - zeros)`` in torch ops, then ``torch.matmul(x.half(), weight)``): the matmul's
@@ -231,6 +233,34 @@ def activation_arrays(spec: ModelSpec, batch: ConfigBatch) -> dict[str, np.ndarr
         ),
         "written": uncheckpointed + kbit_inputs,
     }
+
+
+#: PyTorch's memory-efficient kernel reads a mask whose rows are aligned to 16 elements
+#: (attention.cpp ``preprocess_mask``, ``mem_eff_alignment = 16``)
+MEM_EFFICIENT_MASK_ALIGN = 16
+
+
+def masked_sdpa_bytes_per_layer(spec: ModelSpec, batch: ConfigBatch, b_c: np.ndarray) -> np.ndarray:
+    """What one windowed layer saves under SDPA beyond the unmasked kernel, bytes per micro-batch.
+
+    Once the sequence reaches the window, transformers hands SDPA a mask (masking_utils.py
+    ``_ignore_causal_mask_sdpa``: ``kv_length >= local_attention_size``), so it expands K and V
+    to every query head itself (sdpa_attention.py ``use_gqa_in_sdpa`` is false with a mask:
+    ``repeat_kv``), and the CUDA dispatcher picks the memory-efficient kernel (flash takes no
+    mask), which converts the boolean mask to the query's dtype (attention.cpp
+    ``convert_boolean_attn_mask``, one new [b, 1, s, s] tensor per call) and keeps it for its
+    backward (``_scaled_dot_product_efficient_attention_backward`` reads ``attn_bias``). The
+    flash-attn kernel (``attention="flash"``) takes the window itself, and eager attention
+    already counts its expanded K and V."""
+    if not spec.sliding_layers or not spec.sliding_window or not spec.sdpa_supported:
+        return np.zeros(len(batch))
+    s = batch.seq_len.astype(np.float64)
+    tokens = batch.micro_batch.astype(np.float64) * s
+    tp = batch.tp.astype(np.float64)
+    on = (batch.attention == CODE["attention"]["sdpa"]) & (s >= spec.sliding_window)
+    expanded = 2.0 * (spec.heads - spec.kv_heads) * spec.head_dim / tp
+    row = np.ceil(s / MEM_EFFICIENT_MASK_ALIGN) * MEM_EFFICIENT_MASK_ALIGN
+    return np.where(on, tokens * (expanded + row) * b_c, 0.0)
 
 
 def _quantized_input_bytes(

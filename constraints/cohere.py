@@ -21,6 +21,7 @@ from constraints.hf_config_fields import int_field as _int
 from constraints.hf_config_fields import kv_heads as _kv_heads
 from constraints.hf_config_fields import per_head as _per_head
 from constraints.hf_config_fields import positive as _positive
+from constraints.hf_config_fields import sliding_layers
 from constraints.model_spec import ModelSpec
 from constraints.param_groups import ParamGroup, ParamInventory, _linear, _norm
 from constraints.saved_tensors import Saved, _attention_core, _gated_mlp, in_parallel_branch
@@ -44,13 +45,14 @@ def read(cfg: dict[str, Any], common: dict[str, Any], where: str, model_type: st
     kv_heads = _kv_heads(cfg, heads, where)
     bias = bool(cfg.get("attention_bias", False))
     sliding = model_type == "cohere2" and cfg.get("sliding_window", 4096)
+    layers = _positive(
+        "num_hidden_layers", _int(cfg, "num_hidden_layers", where=where, default=40), where
+    )
     return ModelSpec(
         **common,
         family=model_type,
         hidden=hidden,
-        layers=_positive(
-            "num_hidden_layers", _int(cfg, "num_hidden_layers", where=where, default=40), where
-        ),
+        layers=layers,
         heads=heads,
         kv_heads=kv_heads,
         # CohereAttention: getattr(config, "head_dim", hidden // heads); Cohere2Config stores it
@@ -77,6 +79,7 @@ def read(cfg: dict[str, Any], common: dict[str, Any], where: str, model_type: st
         parallel_attn=True,
         attention_dropout=float(cfg.get("attention_dropout", 0.0) or 0.0),
         sliding_window=int(sliding) if sliding else None,
+        sliding_layers=sliding_layers(cfg, model_type, layers, where) if sliding else 0,
     )
 
 

@@ -83,3 +83,44 @@ def dense_prefix(kinds: Any, cfg: dict[str, Any], where: str) -> int:
             f"{where}: mlp_layer_types lists {len(kinds)} layers, num_hidden_layers is {layers}"
         )
     return dense
+
+
+#: where a type puts its windowed layers when its config.json has no ``layer_types`` (transformers
+#: 5.25 configuration_<type>.py ``__post_init__``): every layer but each p-th, p from the config
+#: key or its default (Gemma 2, gpt-oss: every other; Gemma 3: 6; Cohere 2, EXAONE 4: 4); Qwen
+#: 2 / 3: the layers from ``max_window_layers`` (default 28) on. Any other type with a window
+#: applies it in every layer (Mistral, Mixtral, Phi-3, Starcoder 2: one sliding mask for all).
+SLIDING_EVERY: dict[str, tuple[str, int]] = {
+    "gemma2": ("", 2),
+    "vaultgemma": ("", 2),
+    "gpt_oss": ("", 2),
+    "gemma3_text": ("sliding_window_pattern", 6),
+    "cohere2": ("sliding_window_pattern", 4),
+    "exaone4": ("sliding_window_pattern", 4),
+    "exaone_moe": ("sliding_window_pattern", 4),
+}
+SLIDING_FROM_LAYER = {"qwen2": 28, "qwen3": 28}
+
+
+def sliding_layers(cfg: dict[str, Any], model_type: str, layers: int, where: str) -> int:
+    """How many of ``layers`` attend within the window (0 without one)."""
+    kinds = cfg.get("layer_types")
+    if isinstance(kinds, list) and len(kinds) == layers:
+        return sum(k == "sliding_attention" for k in kinds)
+    if kinds is not None:
+        raise FitplanError(
+            f"{where}: layer_types must list one attention type per layer ({layers}), "
+            f"got {excerpt(kinds)}"
+        )
+    if model_type in SLIDING_FROM_LAYER:
+        first = int_field(
+            cfg, "max_window_layers", where=where, default=SLIDING_FROM_LAYER[model_type]
+        )
+        return max(layers - first, 0)
+    key, default = SLIDING_EVERY.get(model_type, ("", 0))
+    every = cfg.get(key, default) if key else default
+    if isinstance(every, str) and every and set(every) <= {"L", "G"}:
+        return sum(every[i % len(every)] == "L" for i in range(layers))
+    if isinstance(every, bool) or not isinstance(every, int) or every < 0:
+        raise FitplanError(f"{where}: {key} must be a positive integer, got {excerpt(every)}")
+    return layers - layers // every if every else layers

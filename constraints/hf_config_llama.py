@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from constraints.errors import FitplanError
-from constraints.hf_config_fields import dense_prefix
+from constraints.hf_config_fields import dense_prefix, sliding_layers
 from constraints.hf_config_fields import int_field as _int
 from constraints.hf_config_fields import kv_heads as _kv_heads
 from constraints.hf_config_fields import positive as _positive
@@ -449,6 +449,8 @@ def llama_like(
         kwargs["v_head_dim"] = _int(cfg, "v_head_dim", where=where)
         kwargs["head_dim"] = kwargs["qk_nope_head_dim"] + kwargs["qk_rope_head_dim"]
         kwargs["kv_heads"] = heads
+    if kwargs["sliding_window"]:
+        kwargs["sliding_layers"] = sliding_layers(cfg, model_type, layers, where)
     if model_type == "glm4_moe" and cfg.get("use_qk_norm"):
         kwargs["qk_norm"] = "head"  # Glm4MoeAttention q_norm / k_norm: RMSNorm(head_dim)
     return ModelSpec(**common, **kwargs)

@@ -164,6 +164,9 @@ class ModelSpec(Record):
     qk_rope_head_dim: int = 0
     v_head_dim: int = 0
     sliding_window: int | None = None
+    #: layers whose attention is windowed (config ``layer_types``, or the type's own pattern):
+    #: under SDPA each gets a materialised mask once the sequence reaches the window
+    sliding_layers: int = bounded(0, ge=0)
     # a multimodal wrapper's other towers (vision / audio encoders, projector): loaded with the
     # text model, held frozen, not run by a text-only step (searcher/wrappers.py counts them)
     tower_params: int = bounded(0, ge=0)

@@ -14,7 +14,8 @@ are fake):
   d rounded to 32) — flash_attn/csrc mha_bwd (``seqlen_q_rounded``, ``head_size_rounded``).
 - **memory-efficient attention** (SDPA's choice for fp32 inputs or with a mask): the same saved
   tensors, the log-sum-exp padded to a multiple of 32 queries (PyTorch
-  ``_efficient_attention_forward``, ``kAlignLSE = 32``); backward allocates dq, dk, dv.
+  ``_efficient_attention_forward``, ``kAlignLSE = 32``), and a mask as the bias it converts it
+  to (the query's dtype, rows aligned to 16), one per call; backward allocates dq, dk, dv.
 - **dropout**: the fused CUDA kernel saves a 1-byte mask (``torch.native_dropout``); the CPU
   composite path would save a noise tensor in the input's dtype.
 """
@@ -31,6 +32,8 @@ FLASH_SEQ_ROUND = 128
 FLASH_HEAD_ROUND = 32
 #: PyTorch's memory-efficient kernel pads the log-sum-exp to 32 queries (kAlignLSE)
 MEM_EFFICIENT_LSE_ALIGN = 32
+#: and aligns a mask's rows to 16 elements (attention.cpp ``preprocess_mask``)
+MEM_EFFICIENT_MASK_ALIGN = 16
 #: name under which the flash emulation is registered in transformers' AttentionInterface
 FLASH_IMPL = "fitplan_flash_step"
 
@@ -120,6 +123,26 @@ def _autocast_lower(*tensors: Any) -> tuple[Any, ...]:
     )
 
 
+def mem_efficient_bias(mask: Any, dtype: Any) -> Any:
+    """The bias the memory-efficient kernel keeps for a mask: a boolean mask converted to the
+    query's dtype (attention.cpp ``convert_boolean_attn_mask``: ``where(logical_not(mask), -inf,
+    0)``, a new tensor each call), its rows padded to 16 elements (``preprocess_mask``,
+    ``pad_bias<mem_eff_alignment = 16>``) and viewed back to the sequence length."""
+    import torch
+
+    if mask.dtype == torch.bool:
+        mask = torch.zeros(mask.shape, dtype=dtype, device=mask.device)
+    last = mask.shape[-1]
+    if mask.stride(-2) % MEM_EFFICIENT_MASK_ALIGN:
+        padded = torch.zeros(
+            (*mask.shape[:-1], _round_up(last, MEM_EFFICIENT_MASK_ALIGN)),
+            dtype=mask.dtype,
+            device=mask.device,
+        )
+        mask = padded[..., :last]
+    return mask
+
+
 @contextmanager
 def cuda_attention() -> Iterator[None]:
     """F.scaled_dot_product_attention → the CUDA backend SDPA would pick; flash registered."""
@@ -133,6 +156,8 @@ def cuda_attention() -> Iterator[None]:
     def sdpa(q: Any, k: Any, v: Any, attn_mask: Any = None, *args: Any, **kw: Any) -> Any:
         q, k, v, attn_mask = _autocast_lower(q, k, v, attn_mask)
         kernel = "flash" if attn_mask is None and q.dtype != torch.float32 else "mem_efficient"
+        if attn_mask is not None:
+            attn_mask = mem_efficient_bias(attn_mask, q.dtype)
         return fused.apply(q, k, v, kernel, attn_mask).transpose(1, 2)  # (b, h, s, d) view
 
     setattr(F, "scaled_dot_product_attention", sdpa)  # noqa: B010

@@ -72,3 +72,25 @@ def test_flash_casts_fp32_inputs_as_transformers_does() -> None:
     with cuda_attention(), torch.autocast("cpu", dtype=torch.float16):
         out, _ = AttentionInterface()[FLASH_IMPL](module, q, k, v, None)
     assert _saved_dtypes(out) == [torch.float16] * 3
+
+
+def test_a_boolean_mask_is_kept_as_a_bias_in_the_query_dtype_per_call() -> None:
+    """attention.cpp ``convert_boolean_attn_mask`` makes a new tensor of the query's dtype from
+    a boolean mask each call, and ``preprocess_mask`` aligns its rows to 16 elements; the
+    memory-efficient backward reads it, so the node keeps it (not the caller's boolean mask)."""
+    import torch
+    import torch.nn.functional as F
+
+    from searcher.truth.cuda_kernels import cuda_attention
+
+    q, k, v = (t.to(torch.bfloat16).detach().requires_grad_() for t in _qkv(torch))
+    mask = torch.ones(1, 1, 8, 8, dtype=torch.bool).tril()
+    with cuda_attention():
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+    node = out.grad_fn
+    while not hasattr(node, "saved_tensors"):
+        node = node.next_functions[0][0]
+    bias = node.saved_tensors[-1]
+    assert bias.dtype == torch.bfloat16 and bias.shape == (1, 1, 8, 8)
+    assert bias.untyped_storage().nbytes() == 1 * 1 * 8 * 16 * 2  # rows padded to 16
+    assert bias.untyped_storage().data_ptr() != mask.untyped_storage().data_ptr()
