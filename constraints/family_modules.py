@@ -23,6 +23,8 @@ FAMILY_MODULES = {
     "gptj": "constraints.gptj",
     "codegen": "constraints.gptj",
     "gpt_neo": "constraints.gpt_neo",
+    "bloom": "constraints.bloom",
+    "mpt": "constraints.mpt",
 }
 
 

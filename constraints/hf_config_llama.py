@@ -33,6 +33,7 @@ EXPERT_KEYS = {
     "granitemoe": ("num_local_experts",),
     "granitemoeshared": ("num_local_experts",),
     "exaone_moe": ("num_experts", "num_local_experts"),
+    "phimoe": ("num_local_experts",),
 }
 
 #: the shared-expert count's key where it is not DeepSeek's ``n_shared_experts``
@@ -124,6 +125,8 @@ ABSENT_DEFAULTS: dict[str, dict[str, float | str]] = {
         "first_k_dense_replace": 1,
         "sliding_window": 4096,
     },
+    # PhimoeConfig (configuration_phimoe.py): Phi-3.5-MoE's shapes
+    "phimoe": {"num_key_value_heads": 8, "num_local_experts": 16, "num_experts_per_tok": 2},
     # GraniteMoeConfig (configuration_granitemoe.py)
     "granitemoe": {"num_local_experts": 8, "num_experts_per_tok": 2},
     "granitemoeshared": {"num_local_experts": 8, "num_experts_per_tok": 2},
@@ -169,6 +172,8 @@ ABSENT_DEFAULTS: dict[str, dict[str, float | str]] = {
     },
     # Jais2Config: relu² in its MLP, biases on every linear
     "jais2": {"hidden_act": "relu2", "attention_bias": True, "mlp_bias": True},
+    # ApertusConfig: xIELU in its MLP
+    "apertus": {"hidden_act": "xielu"},
     # ArceeConfig: relu² in its MLP
     "arcee": {"hidden_act": "relu2"},
     # the types read with a supported family's structure (constraints/data/structure_families.json):
@@ -249,6 +254,12 @@ LAYER_TRAITS: dict[str, dict[str, Any]] = {
     "flex_olmo": {"norm_weight_fp32": True, "qk_norm": "full", "post_norm": True},
     # Jais2DecoderLayer: Llama's attention, nn.LayerNorms (bias), Nemotron's MLP (up, act, down)
     "jais2": {"norm": "layernorm", "gated_mlp": False},
+    # PhimoeDecoderLayer: Mixtral's layer between nn.LayerNorms (with bias; the final norm too)
+    "phimoe": {"norm": "layernorm"},
+    # ApertusDecoderLayer: Llama's layer with per-head q/k RMSNorms (before the rotary) and an
+    # MLP without a gate (up_proj, xIELU, down_proj); its norms named attention_layernorm and
+    # feedforward_layernorm, where Llama's input and post-attention norms sit
+    "apertus": {"qk_norm": "head", "gated_mlp": False},
     "qwen3": {"qk_norm": "head"},
     "qwen3_moe": {"qk_norm": "head"},
     # GlmMLP: one gate_up_proj, chunked; partial rotary on q and k (the same widths saved)
@@ -290,6 +301,10 @@ RESIDUAL_DROPOUT_KEY = {"stablelm": "hidden_dropout"}
 
 #: layer variants a type's config can switch on that fitplan does not model: (key, what it is)
 UNMODELLED_SWITCHES = {
+    "phimoe": (
+        ("lm_head_bias", "a bias on the output head"),
+        ("input_jitter_noise", "noise multiplied into the router's input in place"),
+    ),
     # modeling_ernie4_5_moe.py: use_bias adds biases to attention, dense and shared MLPs, not to
     # the routed experts (MixtralExperts)
     "ernie4_5_moe": (("use_bias", "biases on every linear but the routed experts'"),),
@@ -388,10 +403,13 @@ def llama_like(
     if model_type in ("gemma2", "gemma3_text", "vaultgemma"):
         kwargs["attn_softcap"] = float(cfg.get("attn_logit_softcapping") or 0.0)
         kwargs["final_softcap"] = float(cfg.get("final_logit_softcapping") or 0.0)
-    if model_type in ("mixtral", "granitemoe", "granitemoeshared"):
+    if model_type in ("mixtral", "granitemoe", "granitemoeshared", "phimoe"):
         # modeling_granitemoe.py: Mixtral's layer, the router a bare Parameter (F.linear in the
         # compute dtype, the logits then fp32); its multipliers scale without saving anything
-        kwargs["router_linear"] = model_type == "mixtral"
+        kwargs["router_linear"] = model_type in ("mixtral", "phimoe")
+        # PhimoeTopKRouter is an nn.Linear whose forward returns a tuple: PEFT's lora.Linear
+        # cannot wrap it (Llama 4's router the same), so all-linear is written as the other names
+        kwargs["router_adaptable"] = model_type != "phimoe"
         kwargs["num_experts"] = _experts(cfg, model_type, where)
         kwargs["experts_per_token"] = _int(cfg, "num_experts_per_tok", where=where, default=2)
         kwargs["moe_intermediate"] = kwargs["intermediate"]

@@ -33,6 +33,8 @@ PEFT_DEFAULT_TARGETS = {
     "gpt_bigcode": ("c_attn",),
     "gptj": ("q_proj", "v_proj"),
     "gpt_neo": ("q_proj", "v_proj"),
+    "bloom": ("query_key_value",),
+    "mpt": ("Wqkv",),
     "codegen": ("qkv_proj",),
     "falcon": ("query_key_value",),
     "gpt_neox": ("query_key_value",),

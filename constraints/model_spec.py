@@ -56,6 +56,8 @@ LLAMA_LIKE = {
     "jais2",
     "hyperclovax",
     "exaone_moe",
+    "phimoe",
+    "apertus",
 }
 #: Gemma's layers: GELU-tanh, RMSNorm computing ``x̂ · (1 + w)`` in fp32; Gemma 2 and 3 add a norm
 #: after attention and around the MLP (four per layer); Gemma 3 adds per-head q/k norms
@@ -64,7 +66,7 @@ GEMMA = ("gemma", "gemma2", "gemma3_text", "vaultgemma")
 SUPPORTED_TYPES = sorted(
     LLAMA_LIKE
     | {"gpt2", "gpt_bigcode", "opt", "falcon", "gpt_neox", "phi", "cohere", "cohere2", "t5"}
-    | {"mt5", "bert", "gptj", "codegen", "gpt_neo"}
+    | {"mt5", "bert", "gptj", "codegen", "gpt_neo", "bloom", "mpt"}
 )
 
 
@@ -142,6 +144,9 @@ class ModelSpec(Record):
     #: the router holds a frozen fp32 Parameter of one score correction per expert (ERNIE 4.5
     #: ``Ernie4_5_MoeStatics.e_score_correction_bias``: counted by num_parameters, never trained)
     router_correction_param: bool = False
+    #: the fused q/k/v projection's output is clamped to ±this (MPT / DBRX ``clip_qkv``; 0 =
+    #: none): the clamp keeps its input for the backward
+    qkv_clip: float = bounded(0.0, ge=0.0)
     #: one learned attention-sink logit per head (gpt-oss ``self_attn.sinks``)
     attn_sinks: bool = False
     #: PEFT adapts the routed experts' stacks (Mixtral, Qwen-MoE: ParamWrapper through PEFT's

@@ -200,9 +200,15 @@ def _up_down_mlp(spec: ModelSpec, block: str) -> list[ParamGroup]:
     """An MLP without a gate: ``down(act(up(x)))`` (Arcee's up/down_proj, Starcoder2's c_fc/c_proj)."""
     h, inter = spec.hidden, spec.intermediate
     up, down = spec.mlp_up, spec.mlp_down
-    return _linear(
-        f"mlp.{up}", up, h, inter, block=block, role="mlp", bias=spec.mlp_bias
-    ) + _linear(f"mlp.{down}", down, inter, h, block=block, role="mlp", bias=spec.mlp_bias)
+    act: list[ParamGroup] = []
+    if spec.activation == "xielu":
+        # transformers' XIELUActivation: two learned scalars (alpha_p, alpha_n), each shape (1,)
+        act = [ParamGroup("mlp.act_fn.alpha_p/alpha_n", "other", 1, 2, block, "act_fn", "mlp")]
+    return (
+        _linear(f"mlp.{up}", up, h, inter, block=block, role="mlp", bias=spec.mlp_bias)
+        + _linear(f"mlp.{down}", down, inter, h, block=block, role="mlp", bias=spec.mlp_bias)
+        + act
+    )
 
 
 def _llama_like(spec: ModelSpec) -> ParamInventory:

@@ -128,7 +128,7 @@ def _norm(spec: ModelSpec, name: str, width: int, rows: int = 1) -> list[Saved]:
 HF_FP32_SOFTMAX = frozenset(
     LLAMA_LIKE
     | {"opt", "falcon", "gpt_neox", "phi", "cohere", "cohere2", "gpt_bigcode", "gptj"}
-    | {"gpt_neo", "codegen"}
+    | {"gpt_neo", "codegen", "bloom", "mpt"}
 )
 
 
@@ -302,6 +302,20 @@ def _plain_mlp(spec: ModelSpec, fc_in: str, fc_out: str, inter: int) -> list[Sav
         # relu saves its output, which is also the next linear's input: one storage
         saved = [Saved(f"{fc_in} output after relu (relu and {fc_out} share it)", inter, "compute")]
         return saved
+    if act == "xielu":
+        # transformers' XIELUActivation (the Python path, without the xielu CUDA wheel):
+        # where(x > 0, αp·x·x + β·x, (expm1(min(x, ε)) − x)·αn + β·x) keeps x, αp·x, the expm1
+        # output and the condition; the (expm1 − x) factor too when αn trains. expm1 is on
+        # autocast's fp32 list (ATen autocast_mode.cpp): under autocast it keeps an fp32 output
+        # and the negative branch is fp32 (the "softmax" kind: fp32 under autocast)
+        return [
+            *saved,
+            Saved("xielu: αp·x", inter, "compute"),
+            Saved("xielu: expm1(min(x, ε))", inter, "softmax"),
+            Saved("xielu: x > 0", inter, "mask"),
+            Saved("xielu: expm1(…) − x (αn's gradient)", inter, "softmax", norm_weight=True),
+            Saved(f"activation output ({fc_out} input)", inter, "compute", inputs_of=(fc_out,)),
+        ]
     if act == "relu2":
         # transformers' ReLUSquaredActivation: relu saves its output, square saves its input (the
         # same storage); the square's output is the next linear's input

@@ -21,6 +21,7 @@ from searcher.check.reading import Edit, Reading
 from searcher.check.torchtune import is_torchtune, read_torchtune, sharding
 from searcher.check.trainer import read_trainer
 from searcher.check.values import check_values
+from searcher.emitters.smoke_model import SMOKE_CONFIG_FILE
 
 FORMATS = (
     "axolotl",
@@ -89,8 +90,9 @@ def not_training(d: dict[str, Any]) -> str | None:
     return None
 
 
-#: the model's config.json that an emitted folder carries (searcher/emitters: offline folders)
-MODEL_CONFIG_NAME = "config.json"
+#: the model's config.json that an emitted folder carries (searcher/emitters: offline folders),
+#: and the shrunken copy its CPU smoke test builds (searcher/emitters/smoke_model.py)
+MODEL_CONFIG_NAMES = ("config.json", SMOKE_CONFIG_FILE)
 
 
 def expand(paths: list[str]) -> list[Path]:
@@ -102,7 +104,7 @@ def expand(paths: list[str]) -> list[Path]:
             found = sorted(
                 x
                 for x in p.iterdir()
-                if (x.suffix in (".yaml", ".yml", ".json") and x.name != MODEL_CONFIG_NAME)
+                if (x.suffix in (".yaml", ".yml", ".json") and x.name not in MODEL_CONFIG_NAMES)
                 or x.name in ("train.py", "torchtune.sh")
             )
             main = [x for x in found if x.name != "plan.json"]

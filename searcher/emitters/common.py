@@ -54,11 +54,29 @@ def model_config(plan: Plan) -> dict[str, object] | None:
 
 
 def model_config_file(plan: Plan) -> list[EmittedFile]:
-    """``config.json`` beside the script (nothing when fitplan has no config for the model)."""
+    """``config.json`` beside the script (nothing when fitplan has no config for the model), and
+    the shrunken copy a CPU smoke test builds (:mod:`searcher.emitters.smoke_model`)."""
+    from searcher.emitters.smoke_model import SMOKE_CONFIG_FILE, smoke_config
+
     config = model_config(plan)
     if config is None:
         return []
-    return [EmittedFile(MODEL_CONFIG_FILE, json.dumps(config, indent=2, sort_keys=True) + "\n")]
+    files = [EmittedFile(MODEL_CONFIG_FILE, json.dumps(config, indent=2, sort_keys=True) + "\n")]
+    small = smoke_config(config)
+    if small is not None:
+        files.append(
+            EmittedFile(SMOKE_CONFIG_FILE, json.dumps(small[0], indent=2, sort_keys=True) + "\n")
+        )
+    return files
+
+
+def smoke_note(plan: Plan) -> str:
+    """What the CPU smoke test's shrunken copy changes ("" when it builds the model itself)."""
+    from searcher.emitters.smoke_model import smoke_config
+
+    config = model_config(plan)
+    small = smoke_config(config) if config is not None else None
+    return small[1] if small is not None else ""
 
 
 def requirements_file(group: str, packages: list[tuple[str, str]]) -> EmittedFile:

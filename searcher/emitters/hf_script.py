@@ -98,8 +98,15 @@ def render_train_py(
         "pure": f"recipe {cfg.recipe}: bf16 weights, fp32 states, no master (DeepSpeed)",
         "torch": f"recipe {cfg.recipe}: {prec.load} weights, grads and optimizer states",
     }[prec.mode]
+    from searcher.emitters.common import smoke_note
+
     lines = [
         _line("MODEL", plan.model_ref, "--model overrides; the plan's model: " + plan.model.id),
+        _line(
+            "SMOKE_NOTE",
+            smoke_note(plan),
+            "a CPU smoke test (--random-init, no CUDA) builds config.smoke.json: these changes",
+        ),
         _line("METHOD", cfg.method, "method"),
         _line("SEQ_LEN", cfg.seq_len, "seq_len: every sequence is packed to this many tokens"),
         _line("MICRO_BATCH", cfg.micro_batch, "micro_batch -> per_device_train_batch_size"),

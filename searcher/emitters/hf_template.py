@@ -273,6 +273,9 @@ def model_config(args):
     from transformers import AutoConfig
 
     local = os.path.join(HERE, "config.json")
+    smoke = os.path.join(HERE, "config.smoke.json")
+    if args.model == MODEL and args.random_init and not _cuda() and os.path.isfile(smoke):
+        return AutoConfig.from_pretrained(smoke)
     if args.model == MODEL and os.path.isfile(local):
         return AutoConfig.from_pretrained(HERE)
     return AutoConfig.from_pretrained(args.model)
@@ -421,6 +424,8 @@ def main(argv=None):
     check_world_size(args)
     resolve_accelerate_paths()
     CPU_SHARDED = cpu_distributed_state()
+    if SMOKE_NOTE and args.random_init and args.model == MODEL and not _cuda() and not int(os.environ.get("RANK", "0")):
+        say(f"fitplan: no CUDA: the smoke test builds a shrunken copy of the model: {SMOKE_NOTE}")
     from transformers import Trainer, TrainingArguments, default_data_collator
 
     # TrainingArguments first: under ZeRO-3 the model is then built already partitioned

@@ -22,6 +22,8 @@ LAYER_KEYS = {
     "gptj": ("n_layer",),
     "codegen": ("n_layer",),
     "gpt_neo": ("num_layers",),
+    "bloom": ("n_layer",),
+    "mpt": ("n_layers",),
     "t5": ("num_layers", "num_decoder_layers"),
     "mt5": ("num_layers", "num_decoder_layers"),
 }
@@ -150,7 +152,7 @@ def layer_stacks(model: Any) -> list[tuple[str, Any]]:
     from torch import nn
 
     stacks: list[tuple[str, Any]] = []
-    names = ("layers", "h", "layer", "block")
+    names = ("layers", "h", "layer", "block", "blocks")
     for name, mod in model.named_modules():
         is_stack = isinstance(mod, nn.ModuleList) and name.split(".")[-1] in names
         nested = any(name.startswith(s + ".") for s, _ in stacks)

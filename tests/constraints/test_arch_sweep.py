@@ -316,3 +316,20 @@ def test_a_switched_trait_and_a_dense_alias() -> None:
         spec_from_hf_config({**hcx, "use_post_norm": "yes"}, id="t")
     youtu = spec_from_hf_config({**small, "model_type": "youtu", "n_routed_experts": 8}, id="t")
     assert youtu.family == "deepseek_v3" and not youtu.is_moe and youtu.is_mla
+
+
+def test_mpt_variants_transformers_does_not_build_are_refused() -> None:
+    """modeling_mpt.py builds multi-head attention without q/k LayerNorms and a 4 × d_model MLP
+    whatever attn_config / expansion_ratio say: a checkpoint of another shape would not load."""
+    mpt = {"model_type": "mpt", "d_model": 64, "n_layers": 2, "n_heads": 4, "vocab_size": 100}
+    assert spec_from_hf_config(mpt, id="t").intermediate == 256
+    for bad, match in (
+        ({"expansion_ratio": 2}, "expansion_ratio 2"),
+        ({"attn_config": {"qk_ln": True}}, "attn_config.qk_ln"),
+        ({"attn_config": {"attn_type": "multiquery_attention"}}, "attn_config.attn_type"),
+        ({"attn_config": "torch"}, "attn_config must be a mapping"),
+    ):
+        with pytest.raises(FitplanError, match=match):
+            spec_from_hf_config({**mpt, **bad}, id="t")
+    clipped = spec_from_hf_config({**mpt, "attn_config": {"clip_qkv": 8}}, id="t")
+    assert clipped.qkv_clip == 8.0

@@ -81,6 +81,7 @@ SMALL_MOE = {
     [
         ("granitemoeshared", {"num_local_experts": 4, "shared_intermediate_size": 192}),
         ("granitemoe", {"num_local_experts": 4}),
+        ("phimoe", {"num_local_experts": 4}),
         ("ernie4_5_moe", {"moe_num_experts": 4, "moe_k": 2, "moe_intermediate_size": 64}),
         ("flex_olmo", {"num_experts": 4, "num_experts_per_tok": 2, "pad_token_id": 0}),
         ("sarvam_moe", {"n_routed_experts": 4, "num_experts_per_tok": 2, "head_dim": 64}),

@@ -312,3 +312,58 @@ def test_qlora_smoke_line_runs_the_4bit_base_on_the_cpu(tmp_path: Path) -> None:
     assert "bitsandbytes quantises the base on the CPU" in r.stdout
     assert [s[:3] for s in seen] == [(0, 1, "single")], seen
     assert seen[0][4] < tiny_param_count(), seen
+
+
+@pytest.mark.heavy
+@pytest.mark.parametrize(
+    ("fmt", "knobs"),
+    [
+        # the 1-GPU bf16 LoRA plan that stayed at step 0 for minutes on the whole 0.5B model
+        ("hf", {"method": "lora", "recipe": "bf16-torch", "dp": 1, "micro_batch": 4}),
+        # a sharded bf16 plan of an 8B model (its CPU step did not fit the box's memory)
+        ("deepspeed", {"method": "full", "recipe": "bf16-master", "zero": 3, "dp": 2}),
+    ],
+)
+def test_a_catalog_models_smoke_line_trains_a_shrunken_copy(
+    tmp_path: Path, fmt: str, knobs: dict[str, Any]
+) -> None:
+    """The printed smoke line of a real model's plan trains on a CPU: train.py builds the
+    shrunken copy the emitter wrote (config.smoke.json: two layers, narrow widths, a 2,048-token
+    vocabulary), says so in one line, and runs the plan's own micro-batch, sequence, sharding and
+    precision; on a GPU it would build the model itself."""
+    if fmt == "deepspeed":
+        _need("deepspeed")
+    _need("peft")
+    model = "qwen2.5-0.5b" if knobs["method"] == "lora" else "llama-3.1-8b"
+    cfg = TrainConfig(
+        **{"optimizer": "adamw", "grad_accum": 1, "seq_len": 1024, "attention": "sdpa", **knobs}
+    )
+    plan = make_plan(cfg, model)
+    (tmp_path / "plan.json").write_text(json.dumps(plan.to_json()))
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "searcher.cli",
+            "launch",
+            "plan.json",
+            "--emit",
+            fmt,
+            "--out",
+            "run",
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        timeout=120,
+    )
+    assert r.returncode == 0, r.stderr
+    smoke = SMOKE_LINE.search(r.stdout)
+    assert smoke and (tmp_path / "run" / "config.smoke.json").is_file(), r.stdout
+    run = run_printed(smoke.group(1), tmp_path)
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert "the smoke test builds a shrunken copy of the model: layers" in run.stdout
+    assert LOSS_LINE.search(run.stdout), run.stdout[-3000:]
+    seen = engines(run)
+    assert len(seen) == cfg.dp and all(total < 20_000_000 for *_x, total in seen), seen

@@ -77,6 +77,24 @@ TYPES = [
             "v_head_dim": 64,
         },
     ),
+    # Apertus: per-head q/k norms, an MLP without a gate through xIELU (its Python path)
+    ("apertus", {}),
+    # BLOOM: ALiBi added to the eager scores, q/k/v copied out of one fused projection
+    ("bloom", {"n_layer": 3, "n_head": 8}),
+    ("bloom", {"n_layer": 3, "n_head": 8, "hidden_dropout": 0.1, "attention_dropout": 0.1}),
+    # MPT: ALiBi, q/k/v views of one fused projection, optionally clamped (the clamp keeps its
+    # input)
+    ("mpt", {"d_model": 512, "n_layers": 3, "n_heads": 8, "max_seq_len": 256}),
+    (
+        "mpt",
+        {
+            "d_model": 512,
+            "n_layers": 3,
+            "n_heads": 8,
+            "max_seq_len": 256,
+            "attn_config": {"clip_qkv": 6.0},
+        },
+    ),
     # GPT-BigCode: GPT-2's block with multi-query attention, dropout 0.1 everywhere (its defaults)
     ("gpt_bigcode", GPT2_NARROW),
     # GPT-J: a parallel block, fp32 q/k copies in eager attention; its published dropout 0.0
@@ -140,7 +158,8 @@ def test_lora_on_the_newer_types_matches_its_trace() -> None:
     −0.3 … +1.6 %; GPT-Neo −0.7 … +2.2 %;
     CodeGen −0.5 … +1.5 %; Nemotron −0.1 … +0.8 %; Hunyuan
     −0.1 … +0.6 %; VaultGemma −0.1 … +0.6 % (eager: no SDPA under soft-capping); Jais 2
-    −0.1 … +0.8 %; HyperCLOVA X −0.1 … +0.6 %; Youtu −0.6 … +0.5 %."""
+    −0.1 … +0.8 %; HyperCLOVA X −0.1 … +0.6 %; Youtu −0.6 … +0.5 %; BLOOM −0.0 … +0.5 %;
+    MPT −0.1 … +0.5 %; Apertus −0.1 … +0.6 % (xIELU's expm1 in fp32 under autocast)."""
     pytest.importorskip("peft")
     from searcher.truth.hf_build import quiet_transformers
 
@@ -238,6 +257,8 @@ MOE_TYPES = [
         },
         KWS[:2],
     ),
+    # Phi-3.5-MoE: Mixtral's layer between LayerNorms, a sparsemixer router PEFT cannot wrap
+    ("phimoe", {"num_local_experts": 8, "intermediate_size": 256}, KWS[:2]),
     # Sarvam MoE: built as GLM-4.5's class, per-head q/k norms on by default
     ("sarvam_moe", {**DEEPSEEK_MOE, "use_qk_norm": True}, KWS[:2]),
     # MiniMax-M2: OLMoE's layer (whole-width q/k norms) under PEFT's Mixtral conversion
@@ -255,7 +276,7 @@ def test_lora_on_moe_layers_matches_its_trace() -> None:
     −1.0 %, Qwen2-MoE −0.7 … +0.1 %, Qwen3-MoE +1.4 … +1.9 %, MiniMax-M2 +1.4 … +1.8 %, Solar Open −1.8 … +1.4 %,
     Sarvam MoE −0.2 … +0.5 %, GLM-4.7-Flash −1.9 … +0.3 %,
     ERNIE 4.5 MoE −2.2 … +0.2 %, FlexOlmo +0.5 … +1.0 %, Granite MoE −0.2 … +0.6 %,
-    EXAONE MoE −1.9 … +0.5 %. (amp is not traced: the tracer's
+    EXAONE MoE −1.9 … +0.5 %, Phi-3.5-MoE −0.2 … +0.5 %. (amp is not traced: the tracer's
     CPU grouped_mm refuses fp32 inputs.)"""
     pytest.importorskip("peft")
     from searcher.truth.hf_build import quiet_transformers

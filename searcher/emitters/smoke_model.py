@@ -1,0 +1,132 @@
+"""A shrunken copy of the plan's model for the CPU smoke test: the same type, layers and
+sharding code, two layers and narrow widths, so that one step of the plan's micro-batch and
+sequence runs in seconds on a CPU (a 7B model's step would take minutes and more memory than a
+CPU box has). The GPU path never reads it: ``train.py`` builds from it only with
+``--random-init`` and no CUDA, and says so in one line.
+
+Every key is the config class's own name for the shape (transformers ``configuration_<type>.py``);
+keys a config does not have are left alone, so a type this does not know keeps its full shape.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+#: the emitted file beside config.json
+SMOKE_CONFIG_FILE = "config.smoke.json"
+#: a model with fewer parameters is smoke-tested as it is
+SHRINK_ABOVE_PARAMS = 20_000_000
+LAYERS = 2
+HEAD_DIM = 16
+VOCAB = 2048
+EXPERTS = 4
+
+LAYER_KEYS = ("num_hidden_layers", "n_layer", "num_layers")
+HIDDEN_KEYS = ("hidden_size", "n_embd", "d_model")
+HEAD_KEYS = ("num_attention_heads", "n_head", "num_heads")
+INTERMEDIATE_KEYS = ("intermediate_size", "n_inner", "ffn_dim", "d_ff", "intermediate_size_mlp")
+PER_EXPERT_KEYS = ("moe_intermediate_size", "shared_expert_intermediate_size")
+EXPERT_KEYS = ("num_local_experts", "num_experts", "n_routed_experts", "moe_num_experts")
+TOP_K_KEYS = ("num_experts_per_tok", "moe_k")
+#: multi-head latent attention widths (DeepSeek-V2 / V3 and the types built like them)
+MLA_KEYS = {
+    "q_lora_rank": 32,
+    "kv_lora_rank": 32,
+    "qk_nope_head_dim": HEAD_DIM,
+    "qk_rope_head_dim": HEAD_DIM,
+    "v_head_dim": HEAD_DIM,
+}
+#: token ids a config names, which must stay inside the shrunken vocabulary
+TOKEN_ID_KEYS = ("pad_token_id", "bos_token_id", "eos_token_id", "decoder_start_token_id")
+
+
+def _first(cfg: dict[str, Any], keys: tuple[str, ...]) -> str | None:
+    return next((k for k in keys if isinstance(cfg.get(k), int) and cfg[k] > 0), None)
+
+
+def shrunken_config(cfg: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    """The small copy and what was changed, one phrase per substitution."""
+    out = dict(cfg)
+    said: list[str] = []
+
+    def put(key: str, value: Any, what: str) -> None:
+        if out.get(key) != value:
+            said.append(f"{what} {out.get(key)} -> {value}")
+            out[key] = value
+
+    layers_key = _first(cfg, LAYER_KEYS)
+    if layers_key and cfg[layers_key] > LAYERS:
+        put(layers_key, LAYERS, "layers")
+        for key in ("layer_types", "mlp_layer_types"):
+            kinds = cfg.get(key)
+            if isinstance(kinds, list) and len(kinds) >= LAYERS:
+                out[key] = [kinds[0], kinds[-1]]  # a layer of each kind the ends hold
+        if isinstance(cfg.get("num_decoder_layers"), int):  # T5's decoder stack
+            out["num_decoder_layers"] = min(cfg["num_decoder_layers"], LAYERS)
+        if isinstance(cfg.get("first_k_dense_replace"), int):
+            out["first_k_dense_replace"] = min(cfg["first_k_dense_replace"], 1)
+        if isinstance(cfg.get("moe_layer_start_index"), int):
+            out["moe_layer_start_index"] = min(cfg["moe_layer_start_index"], 1)
+        if isinstance(cfg.get("max_window_layers"), int):
+            out["max_window_layers"] = min(cfg["max_window_layers"], 1)
+        if isinstance(cfg.get("moe_layer_end_index"), int) and cfg["moe_layer_end_index"] >= 0:
+            out["moe_layer_end_index"] = LAYERS - 1
+    heads_key, hidden_key = _first(cfg, HEAD_KEYS), _first(cfg, HIDDEN_KEYS)
+    if heads_key and hidden_key:
+        hidden = min(cfg[hidden_key], cfg[heads_key] * HEAD_DIM)
+        put(hidden_key, hidden, "hidden")
+        if isinstance(cfg.get("head_dim"), int):
+            put("head_dim", HEAD_DIM, "head_dim")
+        for key in INTERMEDIATE_KEYS:
+            if isinstance(cfg.get(key), int) and cfg[key] > 2 * hidden:
+                put(key, 2 * hidden, key)
+        for key in PER_EXPERT_KEYS:
+            if isinstance(cfg.get(key), int) and cfg[key] > hidden:
+                put(key, hidden, key)
+        for key, value in MLA_KEYS.items():
+            if isinstance(cfg.get(key), int) and cfg[key] > value:
+                put(key, value, key)
+        if isinstance(cfg.get("rotary_dim"), int):
+            put("rotary_dim", min(cfg["rotary_dim"], HEAD_DIM), "rotary_dim")
+    for key in EXPERT_KEYS:
+        if isinstance(cfg.get(key), int) and cfg[key] > EXPERTS:
+            put(key, EXPERTS, "experts")
+    for key in TOP_K_KEYS:
+        if isinstance(cfg.get(key), int) and cfg[key] > EXPERTS // 2:
+            out[key] = EXPERTS // 2
+    for key in ("n_group", "topk_group"):
+        if isinstance(cfg.get(key), int):
+            out[key] = 1
+    if isinstance(cfg.get("vocab_size"), int) and cfg["vocab_size"] > VOCAB:
+        put("vocab_size", VOCAB, "vocabulary")
+        for key in TOKEN_ID_KEYS:
+            ids = cfg.get(key)
+            if isinstance(ids, int) and ids >= VOCAB:
+                out[key] = VOCAB - 1
+            elif isinstance(ids, list):
+                out[key] = [i if not isinstance(i, int) or i < VOCAB else VOCAB - 1 for i in ids]
+    return out, said
+
+
+def smoke_config(cfg: dict[str, Any]) -> tuple[dict[str, Any], str] | None:
+    """The shrunken config and its one-line note, where the model is large enough to need it and
+    fitplan reads the copy as the same family; None otherwise (the smoke test builds the model
+    itself)."""
+    from constraints.errors import FitplanError
+    from constraints.models import spec_from_hf_config
+    from constraints.params import total_params
+
+    try:
+        spec = spec_from_hf_config(cfg, id="smoke")
+        if total_params(spec) <= SHRINK_ABOVE_PARAMS:
+            return None
+        small, said = shrunken_config(cfg)
+        shrunk = spec_from_hf_config(small, id="smoke")
+    except (FitplanError, ValueError, TypeError):
+        return None
+    if shrunk.family != spec.family or not said:
+        return None
+    return (
+        small,
+        f"{', '.join(said)} ({total_params(shrunk):,} of {total_params(spec):,} parameters)",
+    )
