@@ -1180,6 +1180,129 @@ for _k, _text, _needle in [
 ]:
     add(f"arch-{_k}", _ARCH, _needle, {"config.json": {"text": _text}})
 
+# ---- the readers of this session's types: lists per layer, nested attention configs, renamed
+# keys, switches, and what transformers' class would not build
+_SMALL = {
+    "hidden_size": 64,
+    "num_hidden_layers": 4,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 4,
+    "vocab_size": 100,
+}
+for _k, _extra, _needle in [
+    (
+        "mlp-layer-types-not-a-list",
+        {"model_type": "glm4_moe_lite", "mlp_layer_types": "dense"},
+        "mlp_layer_types must list",
+    ),
+    (
+        "mlp-layer-types-dense-after-sparse",
+        {
+            "model_type": "glm4_moe_lite",
+            "num_key_value_heads": 4,
+            "mlp_layer_types": ["dense", "sparse", "dense", "sparse"],
+        },
+        "dense layer after a sparse",
+    ),
+    (
+        "mlp-layer-types-wrong-length",
+        {"model_type": "exaone_moe", "intermediate_size": 96, "mlp_layer_types": ["dense"] * 40},
+        "lists 40 layers",
+    ),
+    (
+        "mlp-layer-types-nested",
+        {"model_type": "exaone_moe", "intermediate_size": 96, "mlp_layer_types": [["dense"]] * 4},
+        "mlp_layer_types must list",
+    ),
+    (
+        "sarvam-renamed-key-disagrees",
+        {"model_type": "sarvam_moe", "num_experts": 8, "n_routed_experts": 16},
+        "disagree",
+    ),
+    (
+        "layer-types-wrong-length",
+        {
+            "model_type": "mistral",
+            "intermediate_size": 96,
+            "sliding_window": 16,
+            "layer_types": ["sliding_attention"],
+        },
+        "layer_types must list",
+    ),
+    (
+        "layer-types-a-string",
+        {
+            "model_type": "mistral",
+            "intermediate_size": 96,
+            "sliding_window": 16,
+            "layer_types": "sliding_attention",
+        },
+        "layer_types must list",
+    ),
+    (
+        "sliding-pattern-negative",
+        {
+            "model_type": "gemma3_text",
+            "intermediate_size": 96,
+            "sliding_window": 16,
+            "sliding_window_pattern": -2,
+        },
+        "sliding_window_pattern must be",
+    ),
+    (
+        "use-post-norm-a-string",
+        {"model_type": "hyperclovax", "intermediate_size": 96, "use_post_norm": "yes"},
+        "use_post_norm must be true or false",
+    ),
+    (
+        "ernie-moe-end-index-early",
+        {"model_type": "ernie4_5_moe", "intermediate_size": 96, "moe_layer_end_index": 1},
+        "moe_layer_end_index 1",
+    ),
+    (
+        "ernie-moe-end-index-a-string",
+        {"model_type": "ernie4_5_moe", "intermediate_size": 96, "moe_layer_end_index": "last"},
+        "moe_layer_end_index must be an integer",
+    ),
+    (
+        "ernie-moe-use-bias",
+        {"model_type": "ernie4_5_moe", "intermediate_size": 96, "use_bias": True},
+        "use_bias",
+    ),
+    (
+        "phimoe-lm-head-bias",
+        {"model_type": "phimoe", "intermediate_size": 96, "lm_head_bias": True},
+        "lm_head_bias",
+    ),
+    (
+        "mpt-expansion-ratio",
+        {"model_type": "mpt", "d_model": 64, "n_layers": 2, "n_heads": 4, "expansion_ratio": 3},
+        "expansion_ratio 3",
+    ),
+    (
+        "mpt-attn-config-a-string",
+        {"model_type": "mpt", "d_model": 64, "n_layers": 2, "n_heads": 4, "attn_config": "flash"},
+        "attn_config must be",
+    ),
+    (
+        "mpt-multiquery",
+        {
+            "model_type": "mpt",
+            "d_model": 64,
+            "n_layers": 2,
+            "n_heads": 4,
+            "attn_config": {"attn_type": "multiquery_attention"},
+        },
+        "attn_type",
+    ),
+    (
+        "bloom-heads-do-not-divide",
+        {"model_type": "bloom", "hidden_size": 64, "n_head": 5, "n_layer": 2},
+        "not divisible",
+    ),
+]:
+    add(f"arch-{_k}", _ARCH, _needle, {"config.json": {"text": json.dumps({**_SMALL, **_extra})}})
+
 seen = set()
 for c in cases:
     assert c["id"] not in seen, c["id"]
