@@ -56,7 +56,7 @@ from constraints import constants as C
 from constraints.config import CODE
 from constraints.config_batch import ConfigBatch
 from constraints.model_spec import ModelSpec
-from constraints.saved_tensors import HF_FP32_SOFTMAX
+from constraints.saved_tensors import fp32_eager_softmax
 
 #: families whose decoder layer returns its attention probabilities to the model's layer loop
 #: (kept there until the next layer returns: transformers ``modeling_falcon.py``)
@@ -100,7 +100,7 @@ def backward_transient_bytes(
     eager = batch.attention == CODE["attention"]["eager"]
     cast16 = np.where(compute_bytes >= 4, 0.0, compute_bytes)  # .to(query.dtype): no-op in fp32
     dropout = 1.0 if spec.attention_dropout > 0 else 0.0
-    if spec.family in HF_FP32_SOFTMAX:
+    if fp32_eager_softmax(spec):
         # softmax(x, dtype=float32) (ATen SoftMax.cpp): only a CUDA fp16 x takes the fused
         # half_to_float kernel, whose backward writes the fp16 gradient directly; any other x is
         # converted to fp32 first, so the scores' gradient is fp32 before ToCopyBackward casts

@@ -139,6 +139,30 @@ BUILT_AS = {
         ),
         dense=True,
     ),
+    # modeling_biogpt.py: OPT's pre-LayerNorm layer (q/k/v/out_proj and fc1/fc2 with biases,
+    # learned positions offset by 2, a final LayerNorm, the head tied), its own key names and
+    # defaults; the embeddings scaled by sqrt(hidden) (a multiply that keeps nothing)
+    "biogpt": BuiltAs(
+        "opt",
+        "BioGptForCausalLM",
+        (
+            ("intermediate_size", "ffn_dim"),
+            ("hidden_dropout_prob", "dropout"),
+            ("attention_probs_dropout_prob", "attention_dropout"),
+            ("hidden_act", "activation_function"),
+        ),
+        (
+            ("vocab_size", 42384),
+            ("hidden_size", 1024),
+            ("num_hidden_layers", 24),
+            ("num_attention_heads", 16),
+            ("intermediate_size", 4096),
+            ("hidden_act", "gelu"),
+            ("hidden_dropout_prob", 0.1),
+            ("attention_probs_dropout_prob", 0.1),
+            ("max_position_embeddings", 1024),
+        ),
+    ),
     "gpt-sw3": BuiltAs("gpt2", "GPT2LMHeadModel"),
     # modeling_solar_open.py: GLM-4.5's layer (Glm4MoeAttention without q/k norms, the same
     # TopkRouter, experts and shared experts), every layer MoE (SolarOpenConfig has neither

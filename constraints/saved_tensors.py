@@ -132,6 +132,16 @@ HF_FP32_SOFTMAX = frozenset(
 )
 
 
+#: types read as one of those families whose own eager attention softmaxes in the compute dtype
+#: (modeling_biogpt.py ``eager_attention_forward``: ``softmax(attn_weights, dim=-1)``)
+COMPUTE_DTYPE_SOFTMAX = frozenset({"biogpt"})
+
+
+def fp32_eager_softmax(spec: ModelSpec) -> bool:
+    """Whether the type's eager attention runs ``softmax(dtype=torch.float32)``."""
+    return spec.family in HF_FP32_SOFTMAX and spec.config_type not in COMPUTE_DTYPE_SOFTMAX
+
+
 def _attention_core(
     spec: ModelSpec,
     q: int,
@@ -196,7 +206,7 @@ def _attention_core(
                 recomputed_by_selective=True,
             )
         )
-    if spec.family in HF_FP32_SOFTMAX:
+    if fp32_eager_softmax(spec):
         # HF eager: softmax(dtype=float32).to(query.dtype): softmax saves its fp32 output (traced:
         # 4 bytes per score whatever the model dtype) and the 16-bit copy feeds the PV matmul;
         # under attention dropout the dropped copy feeds it instead (dropout keeps only its mask)
