@@ -381,6 +381,14 @@ def checked_layout_rows(problem: SearchProblem) -> list[dict[str, int | str]]:
     rows = layout_rows(problem)
     if rows:
         return rows
+    from searcher.search.layout_refusal import backend_reason, sharding_reason
+
+    reason = sharding_reason(problem) or (backend_reason(problem) if layouts(problem) else None)
+    if reason:
+        raise FitplanError(
+            f"no plan of up to {problem.max_gpus} GPU(s) can run: {reason}",
+            "change that pin (or --emit / --backend)",
+        )
     spec = problem.model
     pinned = ", ".join(
         f"--{k} {problem.pins[k]}" for k in ("tp", "pp", "micro_batch", "gpus") if k in problem.pins

@@ -48,3 +48,83 @@ def test_check_of_an_emitted_folder_takes_the_gpu_its_plan_names(tmp_path, capsy
     checked = json.loads(capsys.readouterr().out)
     assert checked["explain"]["gpu"]["id"] == "t4"
     assert any("named by plan.json" in n for n in checked["notes"])
+
+
+@pytest.mark.parametrize(
+    ("argv", "named"),
+    [
+        # offload with no sharding: the pins, not the layout rules (issue 26 item 5)
+        (
+            [
+                "search",
+                "--model",
+                "llama-3.2-1b",
+                "--gpu",
+                "a100-80gb",
+                "--offload",
+                "optimizer",
+                "--zero",
+                "0",
+            ],
+            "--offload optimizer with --zero 0: the engines offload the optimizer only under "
+            "ZeRO-2 or ZeRO-3",
+        ),
+        (
+            [
+                "search",
+                "--model",
+                "llama-3.2-1b",
+                "--gpu",
+                "a100-80gb",
+                "--gpus",
+                "2",
+                "--offload",
+                "all",
+                "--zero",
+                "2",
+            ],
+            "only under ZeRO-3",
+        ),
+        # a format whose engines have no tensor parallelism
+        (
+            [
+                "search",
+                "--model",
+                "llama-3.1-8b",
+                "--gpu",
+                "a100-80gb",
+                "--gpus",
+                "8",
+                "--emit",
+                "deepspeed",
+                "--tp",
+                "2",
+                "--out",
+                "{tmp}/run",
+            ],
+            "the backends the --emit deepspeed files run do not run tensor parallelism (--tp 2)",
+        ),
+        (
+            [
+                "search",
+                "--model",
+                "llama-3.1-8b",
+                "--gpu",
+                "a100-80gb",
+                "--gpus",
+                "8",
+                "--backend",
+                "fsdp2",
+                "--pp",
+                "2",
+            ],
+            "--backend fsdp2 does not run pipeline parallelism (--pp 2)",
+        ),
+    ],
+)
+def test_a_pin_that_rules_out_every_plan_is_named(argv, named, tmp_path, capsys) -> None:  # type: ignore[no-untyped-def]
+    argv = [a.replace("{tmp}", str(tmp_path)) for a in argv]
+    assert main(argv) == 2
+    out = capsys.readouterr()
+    assert out.out == "" and named in out.err and out.err.count("\n") == 1, out.err
+    assert not (tmp_path / "run").exists()
