@@ -60,3 +60,19 @@ def backend_reason(problem: SearchProblem) -> str | None:
         else "the backends fitplan searches"
     )
     return f"{who} {'does' if pinned else 'do'} not run {' or '.join(lacks)}"
+
+
+def format_reason(problem: SearchProblem) -> str | None:
+    """A pinned backend the --emit format does not write (its plans could not be emitted)."""
+    from constraints.backends import searched_by_default
+
+    if not problem.emit_format or "backend" not in problem.pins:
+        return None
+    written = searched_by_default(problem.emit_format)
+    backend = str(problem.pins["backend"])
+    if backend in written:
+        return None
+    return (
+        f"--emit {problem.emit_format} cannot express --backend {backend}: the format writes "
+        f"{', '.join(written)}"
+    )

@@ -378,10 +378,14 @@ def layout_rows(problem: SearchProblem) -> list[dict[str, int | str]]:
 
 def checked_layout_rows(problem: SearchProblem) -> list[dict[str, int | str]]:
     """The layout rows, or one clear error saying which rule left none."""
+    from searcher.search.layout_refusal import backend_reason, format_reason, sharding_reason
+
+    unwritable = format_reason(problem)
+    if unwritable:
+        raise FitplanError(unwritable, "pin a backend the format writes, or choose another --emit")
     rows = layout_rows(problem)
     if rows:
         return rows
-    from searcher.search.layout_refusal import backend_reason, sharding_reason
 
     reason = sharding_reason(problem) or (backend_reason(problem) if layouts(problem) else None)
     if reason:

@@ -120,6 +120,26 @@ def test_check_of_an_emitted_folder_takes_the_gpu_its_plan_names(tmp_path, capsy
             ],
             "--backend fsdp2 does not run pipeline parallelism (--pp 2)",
         ),
+        # a backend the format does not write: refused before the front prints (it printed the
+        # whole front, then refused the pick)
+        (
+            [
+                "search",
+                "--model",
+                "llama-3.1-8b",
+                "--gpu",
+                "a100-80gb",
+                "--gpus",
+                "8",
+                "--emit",
+                "hf",
+                "--backend",
+                "megatron",
+                "--out",
+                "{tmp}/run",
+            ],
+            "--emit hf cannot express --backend megatron: the format writes single, ddp,",
+        ),
     ],
 )
 def test_a_pin_that_rules_out_every_plan_is_named(argv, named, tmp_path, capsys) -> None:  # type: ignore[no-untyped-def]
