@@ -206,7 +206,7 @@ def read_built_as(cfg: dict[str, Any]) -> tuple[dict[str, Any], str]:
             f"{structure_families_version()} builds {like['model_class']} with {like['family']}'s "
             "structure (constraints/data/structure_families.json)."
         )
-        from constraints.hf_config_llama import ABSENT_DEFAULTS
+        from constraints.hf_config_traits import ABSENT_DEFAULTS
 
         return {**ABSENT_DEFAULTS.get(name, {}), **cfg, "model_type": like["family"]}, caveat
     out = {**dict(alias.absent), **cfg}

@@ -6,7 +6,8 @@ from functools import cache
 
 from constraints.family_modules import family_module
 from constraints.model_spec import ModelSpec
-from constraints.param_groups import ParamGroup, ParamInventory, Role, _linear, _norm
+from constraints.param_groups import ParamGroup, ParamInventory, _linear, _norm
+from constraints.param_mlp import fused_shared_mlp, gated_mlp, up_down_mlp
 
 
 def _llama_attention(spec: ModelSpec, block: str) -> list[ParamGroup]:
@@ -108,109 +109,6 @@ def _llama_attention(spec: ModelSpec, block: str) -> list[ParamGroup]:
     return g
 
 
-def _gated_mlp(
-    spec: ModelSpec,
-    prefix: str,
-    inter: int,
-    block: str,
-    role: Role,
-    per_block: int = 1,
-    names: tuple[str, str, str] = ("gate_proj", "up_proj", "down_proj"),
-) -> list[ParamGroup]:
-    h = spec.hidden
-    gate, up, down = names
-    if spec.fused_gate_up and role == "mlp":
-        return _linear(
-            f"{prefix}.gate_up_proj",
-            "gate_up_proj",
-            h,
-            2 * inter,
-            block=block,
-            role=role,
-            bias=spec.mlp_bias,
-            per_block=per_block,
-        ) + _linear(
-            f"{prefix}.{down}",
-            down,
-            inter,
-            h,
-            block=block,
-            role=role,
-            bias=spec.mlp_bias,
-            per_block=per_block,
-        )
-    return (
-        _linear(
-            f"{prefix}.{gate}",
-            gate,
-            h,
-            inter,
-            block=block,
-            role=role,
-            bias=spec.mlp_bias,
-            per_block=per_block,
-        )
-        + _linear(
-            f"{prefix}.{up}",
-            up,
-            h,
-            inter,
-            block=block,
-            role=role,
-            bias=spec.mlp_bias,
-            per_block=per_block,
-        )
-        + _linear(
-            f"{prefix}.{down}",
-            down,
-            inter,
-            h,
-            block=block,
-            role=role,
-            bias=spec.mlp_bias,
-            per_block=per_block,
-        )
-    )
-
-
-def _fused_shared_mlp(spec: ModelSpec, block: str) -> list[ParamGroup]:
-    """Granite MoE's shared MLP: ``output_linear(act(x₁) · x₂)`` with x₁, x₂ the halves of one
-    ``input_linear`` (modeling_granitemoeshared.py ``GraniteMoeSharedMLP``)."""
-    h, inter = spec.hidden, spec.shared_expert_intermediate
-    up = _linear(
-        "mlp.shared_experts.gate_up_proj",
-        "input_linear",
-        h,
-        2 * inter,
-        block=block,
-        role="shared_expert",
-    )
-    down = _linear(
-        "mlp.shared_experts.down_proj",
-        "output_linear",
-        inter,
-        h,
-        block=block,
-        role="shared_expert",
-    )
-    return up + down
-
-
-def _up_down_mlp(spec: ModelSpec, block: str) -> list[ParamGroup]:
-    """An MLP without a gate: ``down(act(up(x)))`` (Arcee's up/down_proj, Starcoder2's c_fc/c_proj)."""
-    h, inter = spec.hidden, spec.intermediate
-    up, down = spec.mlp_up, spec.mlp_down
-    act: list[ParamGroup] = []
-    if spec.activation == "xielu":
-        # transformers' XIELUActivation: two learned scalars (alpha_p, alpha_n), each shape (1,)
-        act = [ParamGroup("mlp.act_fn.alpha_p/alpha_n", "other", 1, 2, block, "act_fn", "mlp")]
-    return (
-        _linear(f"mlp.{up}", up, h, inter, block=block, role="mlp", bias=spec.mlp_bias)
-        + _linear(f"mlp.{down}", down, inter, h, block=block, role="mlp", bias=spec.mlp_bias)
-        + act
-    )
-
-
 def _llama_like(spec: ModelSpec) -> ParamInventory:
     h = spec.hidden
     blocks: dict[str, int] = {}
@@ -227,9 +125,9 @@ def _llama_like(spec: ModelSpec) -> ParamInventory:
         groups += _norm("layer_norms", spec, h, block, per_block=spec.norms_per_layer)
         if block == "dense":
             groups += (
-                _gated_mlp(spec, "mlp", spec.intermediate, block, "mlp")
+                gated_mlp(spec, "mlp", spec.intermediate, block, "mlp")
                 if spec.gated_mlp
-                else _up_down_mlp(spec, block)
+                else up_down_mlp(spec, block)
             )
             continue
         e, inter = spec.num_experts, spec.moe_intermediate
@@ -262,11 +160,11 @@ def _llama_like(spec: ModelSpec) -> ParamInventory:
             if spec.family == "mixtral"
             else ("gate_proj", "up_proj", "down_proj")
         )
-        groups += _gated_mlp(spec, "mlp.experts", inter, block, "expert", per_block=e, names=names)
+        groups += gated_mlp(spec, "mlp.experts", inter, block, "expert", per_block=e, names=names)
         if spec.shared_experts and spec.shared_expert_fused:
-            groups += _fused_shared_mlp(spec, block)
+            groups += fused_shared_mlp(spec, block)
         elif spec.shared_experts:
-            groups += _gated_mlp(
+            groups += gated_mlp(
                 spec, "mlp.shared_experts", spec.shared_expert_intermediate, block, "shared_expert"
             )
         if spec.shared_expert_gate:

@@ -1,10 +1,6 @@
-"""The body of the emitted HF Trainer script (train.py). The emitter writes a header of constants
-(every knob of the plan, with where it goes) above this body; the body only reads them.
-
-The body imports torch, transformers, peft and datasets inside functions, so that a test can import
-the script and call ``training_arguments_kwargs`` / ``lora_config_kwargs`` / ``bnb_config_kwargs``
-without building a model.
-"""
+"""The body of the emitted HF Trainer script (train.py), below the emitter's header of constants
+(every knob of the plan); it imports torch, transformers, peft and datasets inside functions, so
+that a test can import the script and call its ``*_kwargs`` functions without building a model."""
 
 from __future__ import annotations
 
@@ -269,14 +265,13 @@ def _dtype_kwarg():
 
 def model_config(args):
     """The model's config: config.json beside this script for the plan's model (no download, so
-    --random-init works offline), else --model's."""
+    --random-init works offline; its shrunken copy on a CPU smoke test), else --model's."""
     from transformers import AutoConfig
 
-    local = os.path.join(HERE, "config.json")
     smoke = os.path.join(HERE, "config.smoke.json")
     if args.model == MODEL and args.random_init and not _cuda() and os.path.isfile(smoke):
         return AutoConfig.from_pretrained(smoke)
-    if args.model == MODEL and os.path.isfile(local):
+    if args.model == MODEL and os.path.isfile(os.path.join(HERE, "config.json")):
         return AutoConfig.from_pretrained(HERE)
     return AutoConfig.from_pretrained(args.model)
 

@@ -24,7 +24,8 @@ import numpy as np
 from constraints.backends import BACKEND_CODE
 from constraints.config import CODE, COLUMN_DTYPES
 from constraints.config_batch import ConfigBatch
-from searcher.search.space import SearchProblem, checked_layout_rows, pair_ok, static_variants
+from searcher.search.layout_refusal import checked_layout_rows
+from searcher.search.space import SearchProblem, pair_ok, static_variants
 
 #: the row columns, in the order the layout rows carry them
 ROW_COLUMNS = ("tp", "pp", "dp", "micro_batch", "grad_accum", "zero", "offload", "backend")

@@ -1,18 +1,51 @@
-"""Why a search has no layout row: the pin or the launch format that rules every one out, named
-before any work (``space.checked_layout_rows``)."""
+"""The layout rows of a search, or why it has none: the pin or the launch format that rules
+every one out, named before any work."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from constraints.backends import backend as backend_entry
+from constraints.backends import searched_by_default
+from constraints.errors import FitplanError
+from searcher.search.space import (
+    SHARDING_MULTI,
+    SHARDING_SINGLE,
+    SearchProblem,
+    layout_rows,
+    layouts,
+    sharding_options,
+)
 
-if TYPE_CHECKING:
-    from searcher.search.space import SearchProblem
+
+def checked_layout_rows(problem: SearchProblem) -> list[dict[str, int | str]]:
+    """The layout rows, or one clear error saying which rule left none."""
+    unwritable = format_reason(problem)
+    if unwritable:
+        raise FitplanError(unwritable, "pin a backend the format writes, or choose another --emit")
+    rows = layout_rows(problem)
+    if rows:
+        return rows
+    reason = sharding_reason(problem) or (backend_reason(problem) if layouts(problem) else None)
+    if reason:
+        raise FitplanError(
+            f"no plan of up to {problem.max_gpus} GPU(s) can run: {reason}",
+            "change that pin (or --emit / --backend)",
+        )
+    spec = problem.model
+    pinned = ", ".join(
+        f"--{k} {problem.pins[k]}" for k in ("tp", "pp", "micro_batch", "gpus") if k in problem.pins
+    )
+    raise FitplanError(
+        f"no parallel layout of up to {problem.max_gpus} GPU(s) meets the rules"
+        + (f" with {pinned}" if pinned else "")
+        + f": data-parallel degree must divide the target batch {problem.target_batch}, tensor "
+        f"parallel must divide the {spec.heads} heads and fit a node of {problem.gpus_per_node}, "
+        f"pipeline parallel must divide the {spec.layers} layers",
+        "change the pins, --gpus or --target-batch",
+    )
 
 
 def sharding_reason(problem: SearchProblem) -> str | None:
     """A --zero / --offload pair no engine runs (offloading needs ZeRO sharding to offload)."""
-    from searcher.search.space import SHARDING_MULTI, SHARDING_SINGLE
-
     if "offload" not in problem.pins:
         return None
     offload = str(problem.pins["offload"])
@@ -31,10 +64,6 @@ def sharding_reason(problem: SearchProblem) -> str | None:
 def backend_reason(problem: SearchProblem) -> str | None:
     """What every candidate backend lacks for the layouts the pins leave (tensor or pipeline
     parallelism, a ZeRO stage, offload, one GPU or several)."""
-    from constraints.backends import backend as backend_entry
-    from constraints.backends import searched_by_default
-    from searcher.search.space import layouts, sharding_options
-
     pinned = "backend" in problem.pins
     names = (str(problem.pins["backend"]),) if pinned else searched_by_default(problem.emit_format)
     lacks: dict[str, None] = {}
@@ -64,8 +93,6 @@ def backend_reason(problem: SearchProblem) -> str | None:
 
 def format_reason(problem: SearchProblem) -> str | None:
     """A pinned backend the --emit format does not write (its plans could not be emitted)."""
-    from constraints.backends import searched_by_default
-
     if not problem.emit_format or "backend" not in problem.pins:
         return None
     written = searched_by_default(problem.emit_format)

@@ -376,37 +376,6 @@ def layout_rows(problem: SearchProblem) -> list[dict[str, int | str]]:
     return rows
 
 
-def checked_layout_rows(problem: SearchProblem) -> list[dict[str, int | str]]:
-    """The layout rows, or one clear error saying which rule left none."""
-    from searcher.search.layout_refusal import backend_reason, format_reason, sharding_reason
-
-    unwritable = format_reason(problem)
-    if unwritable:
-        raise FitplanError(unwritable, "pin a backend the format writes, or choose another --emit")
-    rows = layout_rows(problem)
-    if rows:
-        return rows
-
-    reason = sharding_reason(problem) or (backend_reason(problem) if layouts(problem) else None)
-    if reason:
-        raise FitplanError(
-            f"no plan of up to {problem.max_gpus} GPU(s) can run: {reason}",
-            "change that pin (or --emit / --backend)",
-        )
-    spec = problem.model
-    pinned = ", ".join(
-        f"--{k} {problem.pins[k]}" for k in ("tp", "pp", "micro_batch", "gpus") if k in problem.pins
-    )
-    raise FitplanError(
-        f"no parallel layout of up to {problem.max_gpus} GPU(s) meets the rules"
-        + (f" with {pinned}" if pinned else "")
-        + f": data-parallel degree must divide the target batch {problem.target_batch}, tensor "
-        f"parallel must divide the {spec.heads} heads and fit a node of {problem.gpus_per_node}, "
-        f"pipeline parallel must divide the {spec.layers} layers",
-        "change the pins, --gpus or --target-batch",
-    )
-
-
 def pair_ok(
     opt_in_bwd: Any, eight_bit: Any, grad_accum: Any, gpus: Any, zero: Any, offload_code: Any
 ) -> Any:

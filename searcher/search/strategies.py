@@ -24,7 +24,8 @@ from constraints.config_batch import ConfigBatch
 from constraints.errors import FitplanError
 from searcher.search.evaluate import Evaluation, concat, evaluate
 from searcher.search.factors import grid
-from searcher.search.space import SearchProblem, checked_layout_rows, pair_ok, static_variants
+from searcher.search.layout_refusal import checked_layout_rows
+from searcher.search.space import SearchProblem, pair_ok, static_variants
 
 Progress = Callable[[int, int], None]
 
