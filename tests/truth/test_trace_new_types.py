@@ -1,4 +1,4 @@
-"""The types read through layer traits (constraints/hf_config_llama.py ``LAYER_TRAITS`` and
+"""The types read through layer traits (constraints/hf_config_traits.py ``LAYER_TRAITS`` and
 ``BIAS_KEYS``) held to the step tracer: their default configs from transformers (the arch sweep's,
 tests/data/arch_sweep_configs.json), narrowed so that a trace is quick, traced with PEFT's LoRA
 and compared with the analytic peak allocated. The tracer runs transformers' own modeling code
