@@ -25,6 +25,7 @@ FAMILY_MODULES = {
     "gpt_neo": "constraints.gpt_neo",
     "bloom": "constraints.bloom",
     "mpt": "constraints.mpt",
+    "persimmon": "constraints.persimmon",
 }
 
 

@@ -66,7 +66,7 @@ GEMMA = ("gemma", "gemma2", "gemma3_text", "vaultgemma")
 SUPPORTED_TYPES = sorted(
     LLAMA_LIKE
     | {"gpt2", "gpt_bigcode", "opt", "falcon", "gpt_neox", "phi", "cohere", "cohere2", "t5"}
-    | {"mt5", "bert", "gptj", "codegen", "gpt_neo", "bloom", "mpt"}
+    | {"mt5", "bert", "gptj", "codegen", "gpt_neo", "bloom", "mpt", "persimmon"}
 )
 
 

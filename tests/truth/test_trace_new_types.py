@@ -77,6 +77,10 @@ TYPES = [
             "v_head_dim": 64,
         },
     ),
+    # Persimmon (Fuyu's text model): per-head q/k LayerNorms on views of the fused projection,
+    # partial rotary, relu²
+    ("persimmon", {}),
+    ("persimmon", {"qk_layernorm": False, "hidden_dropout": 0.1}),
     # BioGPT: OPT's layer (read as opt) with its own dropout defaults (0.1) and a softmax in the
     # compute dtype in eager attention
     ("biogpt", {}),
@@ -162,7 +166,8 @@ def test_lora_on_the_newer_types_matches_its_trace() -> None:
     CodeGen −0.5 … +1.5 %; Nemotron −0.1 … +0.8 %; Hunyuan
     −0.1 … +0.6 %; VaultGemma −0.1 … +0.6 % (eager: no SDPA under soft-capping); Jais 2
     −0.1 … +0.8 %; HyperCLOVA X −0.1 … +0.6 %; Youtu −0.6 … +0.5 %; BLOOM −0.0 … +0.5 %;
-    MPT −0.1 … +0.5 %; BioGPT −0.9 … +0.9 % (+7.7 % eager before its compute-dtype softmax);
+    MPT −0.1 … +0.5 %; Persimmon −0.1 … +0.8 % (eager −4.7 % before the q/k LayerNorms'
+    fused input was counted); BioGPT −0.9 … +0.9 % (+7.7 % eager before its compute-dtype softmax);
     Apertus −0.1 … +0.6 % (xIELU's expm1 in fp32 under autocast)."""
     pytest.importorskip("peft")
     from searcher.truth.hf_build import quiet_transformers
