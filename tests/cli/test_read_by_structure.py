@@ -59,7 +59,7 @@ def test_a_type_is_read_as_its_structure_with_transformers_count(
 def test_another_structure_stays_refused(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    path = _config(tmp_path, "persimmon")
+    path = _config(tmp_path, "diffllama")
     assert main(["explain", "--model", str(path), "--gpu", "a100-80gb"]) == 2
     err = capsys.readouterr().err
-    assert "model_type 'persimmon' is not supported" in err and err.count("\n") == 1
+    assert "model_type 'diffllama' is not supported" in err and err.count("\n") == 1
