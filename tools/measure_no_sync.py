@@ -94,6 +94,9 @@ def main(kind: str) -> None:
                 {"kind": kind, "params": params, "world": dist.get_world_size(), "held": held}
             )
         )
+    # every rank past its last collective before the group goes: a rank tearing gloo down while
+    # its peer still reads aborts ("terminate called without an active exception")
+    dist.barrier()
     dist.destroy_process_group()
 
 

@@ -19,8 +19,15 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 #: a rank killed by a signal (SIGABRT / SIGTERM) without a Python error: a gloo peer lost on a
-#: loaded machine (seen once in CI while other processes ran; 3/3 passes alone), run once more
-_SIGNALLED = ("Signal 6 (SIGABRT)", "Signal 15 (SIGTERM)")
+#: loaded machine (seen twice in CI while other processes ran; passes alone), run once more;
+#: torch 2.13's launcher reports it as "exitcode: -6", older ones as "Signal 6 (SIGABRT)"
+_SIGNALLED = (
+    "Signal 6 (SIGABRT)",
+    "Signal 15 (SIGTERM)",
+    "exitcode: -6",
+    "exitcode: -15",
+    "terminate called without an active exception",
+)
 
 
 def _free_port() -> int:
