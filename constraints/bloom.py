@@ -22,8 +22,7 @@ from constraints.hf_config_fields import positive as _positive
 from constraints.hf_config_fields import probability
 from constraints.model_spec import ModelSpec
 from constraints.param_groups import ParamGroup, ParamInventory, _linear, _norm
-from constraints.saved_tensors import Saved, _attention_core, _plain_mlp
-from constraints.saved_tensors import _norm as _saved_norm
+from constraints.saved_tensors import Saved, _attention_core, pre_norm_block
 
 
 def read(cfg: dict[str, Any], common: dict[str, Any], where: str, model_type: str) -> ModelSpec:
@@ -92,33 +91,12 @@ def inventory(spec: ModelSpec) -> ParamInventory:
 
 
 def layer(spec: ModelSpec) -> list[Saved]:
-    h, i = spec.hidden, spec.intermediate
-    drop = spec.hidden_dropout > 0
-    s = _saved_norm(spec, "input_layernorm", h)
-    s.append(
-        Saved(
-            "query_key_value input (input_layernorm output)",
-            h,
-            "compute",
-            inputs_of=("self_attention.query_key_value",),
-            tp_split=False,
-        )
-    )
+    h = spec.hidden
     # q, k (baddbmm) and v (bmm) are the contiguous copies the reshapes make of the fused views
-    s += _attention_core(spec, h, h, h, "self_attention.dense")
-    if drop:
-        s.append(Saved("residual dropout mask (attention)", h, "mask", tp_split=False))
-    s += _saved_norm(spec, "post_attention_layernorm", h)
-    s.append(
-        Saved(
-            "dense_h_to_4h input (post_attention_layernorm output)",
-            h,
-            "compute",
-            inputs_of=("mlp.dense_h_to_4h",),
-            tp_split=False,
-        )
+    attention = _attention_core(spec, h, h, h, "self_attention.dense")
+    return pre_norm_block(
+        spec,
+        ("input_layernorm", "post_attention_layernorm"),
+        ("self_attention.query_key_value", "mlp.dense_h_to_4h", "mlp.dense_4h_to_h"),
+        attention,
     )
-    s += _plain_mlp(spec, "mlp.dense_h_to_4h", "mlp.dense_4h_to_h", i)
-    if drop:
-        s.append(Saved("residual dropout mask (MLP)", h, "mask", tp_split=False))
-    return s

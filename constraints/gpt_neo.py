@@ -18,7 +18,13 @@ from constraints.hf_config_fields import per_head as _per_head
 from constraints.hf_config_fields import positive as _positive
 from constraints.model_spec import ModelSpec
 from constraints.param_groups import ParamGroup, ParamInventory, _linear, _norm
-from constraints.saved_tensors import Saved, _attention_core, _plain_mlp, fp32_scores_qk
+from constraints.saved_tensors import (
+    Saved,
+    _attention_core,
+    _plain_mlp,
+    fp32_scores_qk,
+    norm_output_read_by,
+)
 from constraints.saved_tensors import _norm as _saved_norm
 
 ATTENTION = ("attn.attention.q_proj", "attn.attention.k_proj", "attn.attention.v_proj")
@@ -88,9 +94,7 @@ def layer(spec: ModelSpec) -> list[Saved]:
     if drop:
         s.append(Saved("residual dropout mask (attention)", h, "mask", tp_split=False))
     s += _saved_norm(spec, "ln_2", h)
-    s.append(
-        Saved("c_fc input (ln_2 output)", h, "compute", inputs_of=("mlp.c_fc",), tp_split=False)
-    )
+    s.append(norm_output_read_by("mlp.c_fc", "ln_2", h))
     s += _plain_mlp(spec, "mlp.c_fc", "mlp.c_proj", i)
     if drop:
         s.append(Saved("residual dropout mask (MLP)", h, "mask", tp_split=False))

@@ -20,7 +20,13 @@ from constraints.hf_config_fields import per_head as _per_head
 from constraints.hf_config_fields import positive as _positive
 from constraints.model_spec import ModelSpec
 from constraints.param_groups import ParamGroup, ParamInventory, _linear, _norm
-from constraints.saved_tensors import Saved, _attention_core, _plain_mlp, in_parallel_branch
+from constraints.saved_tensors import (
+    Saved,
+    _attention_core,
+    _plain_mlp,
+    in_parallel_branch,
+    norm_output_read_by,
+)
 from constraints.saved_tensors import _norm as _saved_norm
 
 
@@ -90,30 +96,14 @@ def layer(spec: ModelSpec) -> list[Saved]:
     h, i = spec.hidden, spec.intermediate
     drop = spec.hidden_dropout > 0
     s = _saved_norm(spec, "input_layernorm", h)
-    s.append(
-        Saved(
-            "query_key_value input (input_layernorm output)",
-            h,
-            "compute",
-            inputs_of=("attention.query_key_value",),
-            tp_split=False,
-        )
-    )
+    s.append(norm_output_read_by("attention.query_key_value", "input_layernorm", h))
     s += _attention_core(spec, h, h, h, "attention.dense", v_view_of=3 * h)
     if drop:
         s.append(Saved("residual dropout mask (attention)", h, "mask", tp_split=False))
     post = _saved_norm(spec, "post_attention_layernorm", h)
     # parallel: both norms read the layer's input, one storage that input_layernorm saved already
     s += [x for x in post if "input" not in x.what] if spec.parallel_attn else post
-    s.append(
-        Saved(
-            "dense_h_to_4h input (post_attention_layernorm output)",
-            h,
-            "compute",
-            inputs_of=("mlp.dense_h_to_4h",),
-            tp_split=False,
-        )
-    )
+    s.append(norm_output_read_by("mlp.dense_h_to_4h", "post_attention_layernorm", h))
     mlp = _plain_mlp(spec, "mlp.dense_h_to_4h", "mlp.dense_4h_to_h", i)
     s += in_parallel_branch(mlp, "mlp.dense_h_to_4h") if spec.parallel_attn else mlp
     if drop:

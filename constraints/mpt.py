@@ -22,8 +22,7 @@ from constraints.hf_config_fields import positive as _positive
 from constraints.limits import excerpt
 from constraints.model_spec import ModelSpec
 from constraints.param_groups import ParamGroup, ParamInventory, _linear
-from constraints.saved_tensors import Saved, _attention_core, _plain_mlp
-from constraints.saved_tensors import _norm as _saved_norm
+from constraints.saved_tensors import Saved, _attention_core, pre_norm_block
 
 
 def read(cfg: dict[str, Any], common: dict[str, Any], where: str, model_type: str) -> ModelSpec:
@@ -101,28 +100,11 @@ def inventory(spec: ModelSpec) -> ParamInventory:
 
 
 def layer(spec: ModelSpec) -> list[Saved]:
-    h, i = spec.hidden, spec.intermediate
-    drop = spec.hidden_dropout > 0
-    s = _saved_norm(spec, "norm_1", h)
-    s.append(
-        Saved("Wqkv input (norm_1 output)", h, "compute", inputs_of=("attn.Wqkv",), tp_split=False)
-    )
+    h = spec.hidden
+    attention = []
     if spec.qkv_clip:
-        s.append(Saved("Wqkv output before the clamp (clamp's input)", 3 * h, "compute"))
-    s += _attention_core(spec, h, h, h, "attn.out_proj", qkv_storage=3 * h)
-    if drop:
-        s.append(Saved("residual dropout mask (attention)", h, "mask", tp_split=False))
-    s += _saved_norm(spec, "norm_2", h)
-    s.append(
-        Saved(
-            "up_proj input (norm_2 output)",
-            h,
-            "compute",
-            inputs_of=("ffn.up_proj",),
-            tp_split=False,
-        )
+        attention.append(Saved("Wqkv output before the clamp (clamp's input)", 3 * h, "compute"))
+    attention += _attention_core(spec, h, h, h, "attn.out_proj", qkv_storage=3 * h)
+    return pre_norm_block(
+        spec, ("norm_1", "norm_2"), ("attn.Wqkv", "ffn.up_proj", "ffn.down_proj"), attention
     )
-    s += _plain_mlp(spec, "ffn.up_proj", "ffn.down_proj", i)
-    if drop:
-        s.append(Saved("residual dropout mask (MLP)", h, "mask", tp_split=False))
-    return s

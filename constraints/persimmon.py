@@ -21,8 +21,7 @@ from constraints.hf_config_fields import positive as _positive
 from constraints.hf_config_fields import probability
 from constraints.model_spec import ModelSpec
 from constraints.param_groups import ParamGroup, ParamInventory, _linear, _norm
-from constraints.saved_tensors import Saved, _attention_core, _plain_mlp
-from constraints.saved_tensors import _norm as _saved_norm
+from constraints.saved_tensors import Saved, _attention_core, pre_norm_block
 
 
 def read(cfg: dict[str, Any], common: dict[str, Any], where: str, model_type: str) -> ModelSpec:
@@ -87,22 +86,13 @@ def inventory(spec: ModelSpec) -> ParamInventory:
 
 
 def layer(spec: ModelSpec) -> list[Saved]:
-    h, i = spec.hidden, spec.intermediate
-    s = _saved_norm(spec, "input_layernorm", h)
-    s.append(
-        Saved(
-            "query_key_value input (input_layernorm output)",
-            h,
-            "compute",
-            inputs_of=("self_attn.query_key_value",),
-            tp_split=False,
-        )
-    )
+    h = spec.hidden
+    attention = []
     if spec.qk_norm == "head":
         # F.layer_norm over each head of q and k: its input is a view of the fused output (kept
         # below with v), plus a mean and an rstd per head
-        s.append(Saved("q/k LayerNorm mean and rstd (per head)", 4 * spec.heads, "fp32"))
-        s.append(
+        attention.append(Saved("q/k LayerNorm mean and rstd (per head)", 4 * spec.heads, "fp32"))
+        attention.append(
             Saved(
                 "fused q/k/v output: the q/k LayerNorms' inputs are views of it",
                 3 * h,
@@ -110,18 +100,12 @@ def layer(spec: ModelSpec) -> list[Saved]:
                 eager_only=True,  # SDPA's v view keeps it already (_attention_core)
             )
         )
-    s += _attention_core(spec, h, h, h, "self_attn.dense", v_view_of=3 * h)
-    s += _saved_norm(spec, "post_attention_layernorm", h)
-    s.append(
-        Saved(
-            "dense_h_to_4h input (post_attention_layernorm output)",
-            h,
-            "compute",
-            inputs_of=("mlp.dense_h_to_4h",),
-            tp_split=False,
-        )
+    attention += _attention_core(spec, h, h, h, "self_attn.dense", v_view_of=3 * h)
+    # PersimmonDecoderLayer adds the attention output to the residual without a dropout
+    return pre_norm_block(
+        spec,
+        ("input_layernorm", "post_attention_layernorm"),
+        ("self_attn.query_key_value", "mlp.dense_h_to_4h", "mlp.dense_4h_to_h"),
+        attention,
+        attention_dropout_residual=False,
     )
-    s += _plain_mlp(spec, "mlp.dense_h_to_4h", "mlp.dense_4h_to_h", i)
-    if spec.hidden_dropout > 0:
-        s.append(Saved("residual dropout mask (MLP)", h, "mask", tp_split=False))
-    return s

@@ -15,6 +15,7 @@ from constraints.saved_tensors import (
     _norm,
     _plain_mlp,
     in_parallel_branch,
+    norm_output_read_by,
 )
 
 
@@ -190,19 +191,13 @@ def _gpt2_layer(spec: ModelSpec) -> list[Saved]:
     h, i = spec.hidden, spec.intermediate
     drop = spec.hidden_dropout > 0
     s = _norm(spec, "ln_1", h)
-    s.append(
-        Saved(
-            "c_attn input (ln_1 output)", h, "compute", inputs_of=("attn.c_attn",), tp_split=False
-        )
-    )
+    s.append(norm_output_read_by("attn.c_attn", "ln_1", h))
     kv = spec.kv_width  # GPT-BigCode's multi-query k and v: one head wide
     s += _attention_core(spec, h, kv, kv, "attn.c_proj", qkv_storage=h + 2 * kv)
     if drop:
         s.append(Saved("residual dropout mask (attention)", h, "mask", tp_split=False))
     s += _norm(spec, "ln_2", h)
-    s.append(
-        Saved("c_fc input (ln_2 output)", h, "compute", inputs_of=("mlp.c_fc",), tp_split=False)
-    )
+    s.append(norm_output_read_by("mlp.c_fc", "ln_2", h))
     s += _plain_mlp(spec, "mlp.c_fc", "mlp.c_proj", i)
     if drop:
         s.append(Saved("residual dropout mask (MLP)", h, "mask", tp_split=False))

@@ -344,3 +344,35 @@ def in_parallel_branch(saved: list[Saved], fc_in: str) -> list[Saved]:
     import dataclasses
 
     return [dataclasses.replace(x, parallel_branch=fc_in) for x in saved]
+
+
+def norm_output_read_by(linear: str, norm: str, width: int) -> Saved:
+    """A norm's output, which the linear reading it keeps as its input (when its weight trains or
+    an adapter reads it)."""
+    leaf = linear.rsplit(".", 1)[-1]
+    return Saved(
+        f"{leaf} input ({norm} output)", width, "compute", inputs_of=(linear,), tp_split=False
+    )
+
+
+def pre_norm_block(
+    spec: ModelSpec,
+    norms: tuple[str, str],
+    linears: tuple[str, str, str],
+    attention: list[Saved],
+    attention_dropout_residual: bool = True,
+) -> list[Saved]:
+    """A sequential pre-norm layer (BLOOM, MPT, Persimmon): ``norms[0]`` → ``linears[0]`` (the
+    q/k/v projection) → ``attention`` (what it saves up to the residual add), an optional dropout
+    on that branch; ``norms[1]`` → ``linears[1]`` → the plain MLP → ``linears[2]``, dropout."""
+    h = spec.hidden
+    drop = spec.hidden_dropout > 0
+    qkv, up, down = linears
+    s = [*_norm(spec, norms[0], h), norm_output_read_by(qkv, norms[0], h), *attention]
+    if drop and attention_dropout_residual:
+        s.append(Saved("residual dropout mask (attention)", h, "mask", tp_split=False))
+    s += [*_norm(spec, norms[1], h), norm_output_read_by(up, norms[1], h)]
+    s += _plain_mlp(spec, up, down, spec.intermediate)
+    if drop:
+        s.append(Saved("residual dropout mask (MLP)", h, "mask", tp_split=False))
+    return s
