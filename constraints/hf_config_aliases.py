@@ -16,7 +16,6 @@ from typing import Any
 
 from constraints.errors import FitplanError
 from constraints.frozen import frozen
-from constraints.hf_config_fields import dense_prefix
 from constraints.limits import excerpt
 
 
@@ -26,9 +25,6 @@ class BuiltAs:
     model_class: str  # that class, named in the caveat
     renames: tuple[tuple[str, str], ...] = ()  # (the type's key, the family's key): attribute_map
     absent: tuple[tuple[str, Any], ...] = ()  # the type's own default for a key left out
-    #: the config lists each layer's MLP (``mlp_layer_types``: "dense" / "sparse"), which the
-    #: family reads as its first ``first_k_dense_replace`` layers dense
-    mlp_layer_types: bool = False
     #: every layer has the dense MLP: the family's MoE keys are not the type's (its file's
     #: own are dropped, transformers ignores them)
     dense: bool = False
@@ -114,8 +110,8 @@ BUILT_AS = {
             ("v_head_dim", 256),
             ("qk_nope_head_dim", 192),
             ("num_experts_per_tok", 4),
+            ("first_k_dense_replace", 1),  # mlp_layer_types left out: one dense layer first
         ),
-        mlp_layer_types=True,
     ),
     # modular_youtu.py: Llama's layer with DeepseekV3Attention (MLA) and a dense gated MLP in
     # every layer: DeepSeek-V3 without routed experts
@@ -226,9 +222,6 @@ def read_built_as(cfg: dict[str, Any]) -> tuple[dict[str, Any], str]:
         out["n_routed_experts"] = 0
         out["num_experts_per_tok"] = 0
         out["moe_intermediate_size"] = 0
-    if alias.mlp_layer_types:
-        kinds = out.pop("mlp_layer_types", None)
-        out["first_k_dense_replace"] = 1 if kinds is None else dense_prefix(kinds, out, name)
     out["model_type"] = alias.family
     caveat = (
         f"model_type '{name}' read as {alias.family}: transformers builds it as "

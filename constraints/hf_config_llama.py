@@ -183,7 +183,7 @@ def llama_like(
         kwargs["peft_adapts_experts"] = False
         kwargs["sdpa_supported"] = False  # modeling_gpt_oss.py _supports_sdpa = False (sinks)
     if model_type in ("deepseek_v2", "deepseek_v3", "glm4_moe", "exaone_moe"):
-        deepseek_moe(cfg, kwargs, where, model_type)
+        deepseek_moe(cfg, kwargs, where, model_type, common.get("config_type", ""))
     if model_type in MLA_TYPES:
         kwargs["q_lora_rank"] = _int(cfg, "q_lora_rank", where=where, default=0)
         kwargs["kv_lora_rank"] = _int(cfg, "kv_lora_rank", where=where)

@@ -55,7 +55,9 @@ def experts(cfg: dict[str, Any], model_type: str, where: str) -> int:
     return _int(cfg, *keys, where=where)
 
 
-def deepseek_moe(cfg: dict[str, Any], kwargs: dict[str, Any], where: str, model_type: str) -> None:
+def deepseek_moe(
+    cfg: dict[str, Any], kwargs: dict[str, Any], where: str, model_type: str, own_type: str = ""
+) -> None:
     """DeepSeek-V3's MoE block (modeling_deepseek_v3.py ``DeepseekV3MoE``; GLM-4.5's
     ``Glm4MoeMoE`` is the same): routed experts beside ``n_shared_experts`` fused into one MLP,
     the first ``first_k_dense_replace`` layers dense, a router that is an fp32 Parameter fed
@@ -75,7 +77,8 @@ def deepseek_moe(cfg: dict[str, Any], kwargs: dict[str, Any], where: str, model_
     shared_key = SHARED_EXPERT_KEY.get(model_type, "n_shared_experts")
     kwargs["shared_experts"] = _int(cfg, shared_key, where=where, default=0)
     kwargs["shared_expert_intermediate"] = kwargs["moe_intermediate"] * kwargs["shared_experts"]
-    kinds = cfg.get("mlp_layer_types") if model_type in MLP_LAYER_TYPES else None
+    # the config's own type: GLM-4.7-Flash is read as DeepSeek-V3 but lists its MLPs
+    kinds = cfg.get("mlp_layer_types") if (own_type or model_type) in MLP_LAYER_TYPES else None
     kwargs["first_dense_layers"] = (
         _int(cfg, "first_k_dense_replace", where=where, default=0)
         if kinds is None
