@@ -83,7 +83,11 @@ def emit_and_smoke(tmp_path: Path, fmt: str, **knobs: Any) -> tuple[str, str]:
     model = tmp_path / "tiny-llama"  # a user's model folder, as `--model DIR` would give
     model.mkdir()
     shutil.copy(TINY, model / "config.json")
-    plan = make_plan(cfg, str(model / "config.json"))
+    return launch_printed(tmp_path, make_plan(cfg, str(model / "config.json")), fmt)
+
+
+def launch_printed(tmp_path: Path, plan: Any, fmt: str) -> tuple[str, str]:
+    """``fitplan launch plan.json --emit FMT --out run`` from tmp_path: its (launch, smoke) lines."""
     (tmp_path / "plan.json").write_text(json.dumps(plan.to_json()))
     r = subprocess.run(
         [
@@ -316,16 +320,31 @@ def test_qlora_smoke_line_runs_the_4bit_base_on_the_cpu(tmp_path: Path) -> None:
 
 @pytest.mark.heavy
 @pytest.mark.parametrize(
-    ("fmt", "knobs"),
+    ("fmt", "knobs", "engine"),
     [
         # the 1-GPU bf16 LoRA plan that stayed at step 0 for minutes on the whole 0.5B model
-        ("hf", {"method": "lora", "recipe": "bf16-torch", "dp": 1, "micro_batch": 4}),
-        # a sharded bf16 plan of an 8B model (its CPU step did not fit the box's memory)
-        ("deepspeed", {"method": "full", "recipe": "bf16-master", "zero": 3, "dp": 2}),
+        ("hf", {"method": "lora", "recipe": "bf16-torch", "dp": 1, "micro_batch": 4}, "single"),
+        # a sharded bf16 plan of an 8B model (its CPU step did not fit the box's memory), by
+        # each launcher: deepspeed, accelerate (FSDP2), torchrun (FSDP2)
+        (
+            "deepspeed",
+            {"method": "full", "recipe": "bf16-master", "zero": 3, "dp": 2},
+            "deepspeed zero3",
+        ),
+        (
+            "accelerate",
+            {"method": "full", "recipe": "bf16-torch", "zero": 3, "dp": 2},
+            "fsdp2 full_shard",
+        ),
+        (
+            "torchrun",
+            {"method": "full", "recipe": "bf16-torch", "zero": 3, "dp": 2},
+            "fsdp2 full_shard",
+        ),
     ],
 )
 def test_a_catalog_models_smoke_line_trains_a_shrunken_copy(
-    tmp_path: Path, fmt: str, knobs: dict[str, Any]
+    tmp_path: Path, fmt: str, knobs: dict[str, Any], engine: str
 ) -> None:
     """The printed smoke line of a real model's plan trains on a CPU: train.py builds the
     shrunken copy the emitter wrote (config.smoke.json: two layers, narrow widths, a 2,048-token
@@ -338,32 +357,14 @@ def test_a_catalog_models_smoke_line_trains_a_shrunken_copy(
     cfg = TrainConfig(
         **{"optimizer": "adamw", "grad_accum": 1, "seq_len": 1024, "attention": "sdpa", **knobs}
     )
-    plan = make_plan(cfg, model)
-    (tmp_path / "plan.json").write_text(json.dumps(plan.to_json()))
-    r = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "searcher.cli",
-            "launch",
-            "plan.json",
-            "--emit",
-            fmt,
-            "--out",
-            "run",
-        ],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-        timeout=120,
-    )
-    assert r.returncode == 0, r.stderr
-    smoke = SMOKE_LINE.search(r.stdout)
-    assert smoke and (tmp_path / "run" / "config.smoke.json").is_file(), r.stdout
-    run = run_printed(smoke.group(1), tmp_path)
+    _launch, smoke = launch_printed(tmp_path, make_plan(cfg, model), fmt)
+    assert (tmp_path / "run" / "config.smoke.json").is_file()
+    run = run_printed(smoke, tmp_path)
     assert run.returncode == 0, run.stderr[-3000:]
     assert "the smoke test builds a shrunken copy of the model: layers" in run.stdout
     assert LOSS_LINE.search(run.stdout), run.stdout[-3000:]
     seen = engines(run)
-    assert len(seen) == cfg.dp and all(total < 20_000_000 for *_x, total in seen), seen
+    assert [s[:2] for s in seen] == [(r, cfg.dp) for r in range(cfg.dp)], seen
+    for _rank, world, name, local, whole in seen:
+        assert name.startswith(engine) and whole < 20_000_000, seen
+        assert local * world == whole if world > 1 else local == whole, seen
