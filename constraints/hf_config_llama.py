@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from constraints import gated_deltanet
 from constraints.errors import FitplanError
 from constraints.hf_config_fields import int_field as _int
 from constraints.hf_config_fields import kv_heads as _kv_heads
@@ -143,14 +144,16 @@ def llama_like(
             kwargs["shared_experts"] = 1
             kwargs["shared_expert_intermediate"] = shared
             kwargs["shared_expert_fused"] = True
-    if model_type in ("qwen3_moe", "qwen2_moe"):
+    if model_type in gated_deltanet.FUSED_PROJECTIONS:
+        gated_deltanet.read(cfg, kwargs, where, model_type)
+    if model_type in ("qwen3_moe", "qwen2_moe", "qwen3_next", "qwen3_5_moe_text"):
         kwargs["num_experts"] = experts(cfg, model_type, where)
         kwargs["experts_per_token"] = _int(cfg, "num_experts_per_tok", where=where)
         kwargs["moe_intermediate"] = _int(cfg, "moe_intermediate_size", where=where)
         kwargs["moe_every"] = _int(cfg, "decoder_sparse_step", where=where, default=1)
         if cfg.get("mlp_only_layers"):
             raise FitplanError(f"{where}: mlp_only_layers is not modelled", "pass raw numbers")
-        if model_type == "qwen2_moe":
+        if model_type in ("qwen2_moe", "qwen3_next", "qwen3_5_moe_text"):
             kwargs["shared_experts"] = 1
             kwargs["shared_expert_intermediate"] = _int(
                 cfg, "shared_expert_intermediate_size", where=where

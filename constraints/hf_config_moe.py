@@ -22,6 +22,8 @@ EXPERT_KEYS = {
     "mixtral": ("num_local_experts", "num_experts"),
     "qwen3_moe": ("num_experts", "num_local_experts"),
     "qwen2_moe": ("num_experts",),
+    "qwen3_next": ("num_experts",),
+    "qwen3_5_moe_text": ("num_experts",),
     "deepseek_v3": ("n_routed_experts", "num_local_experts"),
     "deepseek_v2": ("n_routed_experts", "num_experts"),
     "glm4_moe": ("n_routed_experts", "num_local_experts"),

@@ -14,6 +14,12 @@ from typing import Any
 #: not hidden / heads; DeepseekV3Config q_lora_rank = 1536, first_k_dense_replace = 3 and
 #: n_shared_experts = 1.
 #: Found by tools/arch_sweep.py's defaults with one key dropped (tests/constraints/test_arch_sweep.py)
+QWEN3_NEXT_SHAPE: dict[str, float | str] = {
+    "num_attention_heads": 16,
+    "head_dim": 256,
+    "moe_intermediate_size": 512,
+    "shared_expert_intermediate_size": 512,
+}
 ABSENT_DEFAULTS: dict[str, dict[str, float | str]] = {
     "mistral": {"num_key_value_heads": 8},
     "mixtral": {"num_key_value_heads": 8},
@@ -41,6 +47,37 @@ ABSENT_DEFAULTS: dict[str, dict[str, float | str]] = {
         "hidden_size": 2304,
         "intermediate_size": 9216,
         "num_hidden_layers": 26,
+    },
+    # Qwen3NextConfig / Qwen3_5TextConfig / Qwen3_5MoeTextConfig (a Qwen 3.5 checkpoint's
+    # text_config may leave them to the class); the MoE text config has no intermediate_size:
+    # every layer's MLP is the MoE block
+    "qwen3_next": {
+        **QWEN3_NEXT_SHAPE,
+        "num_key_value_heads": 2,
+        "vocab_size": 151936,
+        "hidden_size": 2048,
+        "intermediate_size": 5632,
+        "num_hidden_layers": 48,
+        "num_experts_per_tok": 10,
+        "num_experts": 512,
+    },
+    "qwen3_5_text": {
+        **QWEN3_NEXT_SHAPE,
+        "num_key_value_heads": 4,
+        "vocab_size": 248320,
+        "hidden_size": 4096,
+        "intermediate_size": 12288,
+        "num_hidden_layers": 32,
+    },
+    "qwen3_5_moe_text": {
+        **QWEN3_NEXT_SHAPE,
+        "num_key_value_heads": 2,
+        "vocab_size": 248320,
+        "hidden_size": 2048,
+        "intermediate_size": 0,
+        "num_hidden_layers": 40,
+        "num_experts_per_tok": 8,
+        "num_experts": 256,
     },
     "deepseek_v3": {"q_lora_rank": 1536, "first_k_dense_replace": 3, "n_shared_experts": 1},
     # Llama4TextConfig (configuration_llama4.py)
@@ -202,6 +239,12 @@ LAYER_TRAITS: dict[str, dict[str, Any]] = {
     # feedforward_layernorm, where Llama's input and post-attention norms sit
     "apertus": {"qk_norm": "head", "gated_mlp": False},
     "qwen3": {"qk_norm": "head"},
+    # Qwen3NextDecoderLayer / Qwen3_5DecoderLayer: a gated DeltaNet or a gated attention
+    # (constraints/gated_deltanet.py) with per-head q/k norms, Gemma's zero-centred RMSNorm
+    # ((x̂ · (1 + w)).to(dtype), the weight in fp32)
+    "qwen3_next": {"qk_norm": "head", "norm_weight_fp32": True},
+    "qwen3_5_text": {"qk_norm": "head", "norm_weight_fp32": True},
+    "qwen3_5_moe_text": {"qk_norm": "head", "norm_weight_fp32": True},
     "qwen3_moe": {"qk_norm": "head"},
     # GlmMLP: one gate_up_proj, chunked; partial rotary on q and k (the same widths saved)
     "glm": {"fused_gate_up": True},

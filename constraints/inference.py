@@ -38,8 +38,22 @@ def kv_cache_bytes(spec: ModelSpec, tokens: int, kv_bytes: float = 2.0) -> int:
         per_token_layer = (spec.kv_lora_rank + spec.qk_rope_head_dim) * kv_bytes
     else:
         per_token_layer = 2 * spec.kv_heads * spec.head_dim * kv_bytes
-    layers = spec.layers if spec.arch != "encoder-decoder" else 2 * spec.layers  # self + cross K/V
+    # self + cross K/V; a gated DeltaNet layer keeps a fixed-size state, no K/V
+    layers = spec.attention_layers if spec.arch != "encoder-decoder" else 2 * spec.layers
     return int(per_token_layer * layers * tokens)
+
+
+def recurrent_state_bytes(spec: ModelSpec, sequences: int, conv_bytes: float = 2.0) -> float:
+    """What the gated DeltaNet layers cache per sequence, whatever its length: the fp32
+    recurrent state (H_v · d_k · d_v: torch_chunk_gated_delta_rule's ``last_recurrent_state``
+    is fp32) and the convolution's last K − 1 inputs (the model's dtype), bytes."""
+    if not spec.linear_layers:
+        return 0.0
+    key = spec.linear_key_heads * spec.linear_key_head_dim
+    conv = 2 * key + spec.linear_value_heads * spec.linear_value_head_dim
+    state = spec.linear_value_heads * spec.linear_key_head_dim * spec.linear_value_head_dim * 4.0
+    window = conv * (spec.linear_conv_kernel - 1) * conv_bytes
+    return sequences * spec.linear_layers * (state + window)
 
 
 def prefill_workspace_bytes(spec: ModelSpec, tokens: int, sequences: int, tp: int = 1) -> float:
@@ -81,6 +95,7 @@ def inference_memory(
         weights = f.total * wb
     tokens = batch * context
     kv: float = kv_cache_bytes(spec, tokens, dtype_bytes(kv_dtype))
+    kv += recurrent_state_bytes(spec, batch, wb)
     workspace = prefill_workspace_bytes(spec, tokens, batch)
     if quant != "none":
         workspace += f.largest_linear * 2.0

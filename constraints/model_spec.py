@@ -58,6 +58,9 @@ LLAMA_LIKE = {
     "exaone_moe",
     "phimoe",
     "apertus",
+    "qwen3_next",
+    "qwen3_5_text",
+    "qwen3_5_moe_text",
 }
 #: Gemma's layers: GELU-tanh, RMSNorm computing ``x̂ · (1 + w)`` in fp32; Gemma 2 and 3 add a norm
 #: after attention and around the MLP (four per layer); Gemma 3 adds per-head q/k norms
@@ -169,6 +172,21 @@ class ModelSpec(Record):
     qk_rope_head_dim: int = 0
     v_head_dim: int = 0
     sliding_window: int | None = None
+    #: one letter per decoder layer, its token mixer: ``a`` attention, ``l`` gated DeltaNet
+    #: (Qwen3-Next, Qwen 3.5 ``layer_types``: constraints/gated_deltanet.py); "" = all attention
+    layer_mixers: str = ""
+    #: the gated DeltaNet's heads and head widths (``linear_num_key_heads`` …), its causal
+    #: depthwise convolution's kernel, and whether q/k/v/z and b/a come from two fused
+    #: projections (Qwen3-Next ``in_proj_qkvz`` / ``in_proj_ba``) or four (Qwen 3.5)
+    linear_key_heads: int = bounded(0, ge=0)
+    linear_value_heads: int = bounded(0, ge=0)
+    linear_key_head_dim: int = bounded(0, ge=0)
+    linear_value_head_dim: int = bounded(0, ge=0)
+    linear_conv_kernel: int = bounded(0, ge=0)
+    linear_fused_proj: bool = False
+    #: the attention's q_proj also yields a per-channel gate, ``o_proj(attn · sigmoid(gate))``
+    #: (Qwen3-Next / Qwen 3.5 attention: q_proj is 2 · heads · head_dim wide)
+    attn_output_gate: bool = False
     #: layers whose attention is windowed (config ``layer_types``, or the type's own pattern):
     #: under SDPA each gets a materialised mask once the sequence reaches the window
     sliding_layers: int = bounded(0, ge=0)
@@ -225,6 +243,25 @@ class ModelSpec(Record):
         if not self.is_moe:
             return False
         return index >= self.first_dense_layers and (index + 1) % self.moe_every == 0
+
+    def linear_layer(self, index: int) -> bool:
+        """Whether decoder layer ``index`` mixes tokens with a gated DeltaNet, not attention."""
+        return index < len(self.layer_mixers) and self.layer_mixers[index] == "l"
+
+    @property
+    def linear_layers(self) -> int:
+        return self.layer_mixers.count("l")
+
+    @property
+    def attention_layers(self) -> int:
+        """Decoder layers with attention (each with its K/V and its s² scores)."""
+        return self.layers - self.linear_layers
+
+    def layer_block(self, index: int) -> str:
+        """The inventory block of decoder layer ``index``: its MLP ('dense' / 'moe'), prefixed
+        'linear-' when its mixer is a gated DeltaNet."""
+        mlp = "moe" if self.moe_layer(index) else "dense"
+        return f"linear-{mlp}" if self.linear_layer(index) else mlp
 
     @property
     def moe_layers(self) -> int:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from functools import cache
 
+from constraints import gated_deltanet
 from constraints.family_modules import family_module
 from constraints.model_spec import ModelSpec
 from constraints.param_groups import ParamGroup, ParamInventory, _linear, _norm
@@ -82,8 +83,15 @@ def _llama_attention(spec: ModelSpec, block: str) -> list[ParamGroup]:
             bias=spec.qkv_bias,
         )
     else:
+        q_out = 2 * q if spec.attn_output_gate else q
         g += _linear(
-            "self_attn.q_proj", "q_proj", h, q, block=block, role="attention", bias=spec.qkv_bias
+            "self_attn.q_proj",
+            "q_proj",
+            h,
+            q_out,
+            block=block,
+            role="attention",
+            bias=spec.qkv_bias,
         )
         g += _linear(
             "self_attn.k_proj", "k_proj", h, kv, block=block, role="attention", bias=spec.qkv_bias
@@ -115,15 +123,18 @@ def _llama_like(spec: ModelSpec) -> ParamInventory:
     groups: list[ParamGroup] = [
         ParamGroup("embed_tokens", "embedding", spec.vocab * h, role="embedding")
     ]
-    kinds = ["moe" if spec.moe_layer(i) else "dense" for i in range(spec.layers)]
-    for block in ("dense", "moe"):
+    kinds = [spec.layer_block(i) for i in range(spec.layers)]
+    for block in ("dense", "moe", "linear-dense", "linear-moe"):
         n = kinds.count(block)
         if not n:
             continue
         blocks[block] = n
-        groups += _llama_attention(spec, block)
+        if block.startswith("linear"):
+            groups += gated_deltanet.param_groups(spec, block)
+        else:
+            groups += _llama_attention(spec, block)
         groups += _norm("layer_norms", spec, h, block, per_block=spec.norms_per_layer)
-        if block == "dense":
+        if not block.endswith("moe"):
             groups += (
                 gated_mlp(spec, "mlp", spec.intermediate, block, "mlp")
                 if spec.gated_mlp

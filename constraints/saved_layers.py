@@ -6,6 +6,7 @@ dtype kind, following Korthikanti et al. (2022); :func:`layer_saved` picks a fam
 
 from __future__ import annotations
 
+from constraints import gated_deltanet
 from constraints.family_modules import family_module
 from constraints.model_spec import ModelSpec
 from constraints.saved_tensors import (
@@ -19,12 +20,14 @@ from constraints.saved_tensors import (
 )
 
 
-def _llama_layer(spec: ModelSpec, moe: bool) -> list[Saved]:
+def _llama_layer(spec: ModelSpec, moe: bool, linear: bool = False) -> list[Saved]:
     h, q, kv = spec.hidden, spec.q_width, spec.kv_width
     s: list[Saved] = []
     if not spec.post_norm:
         s += _norm(spec, "input_layernorm", h)
-    if spec.is_mla:
+    if linear:
+        s += gated_deltanet.mixer_saved(spec)
+    elif spec.is_mla:
         q_in = ("self_attn.q_a_proj",) if spec.q_lora_rank else ("self_attn.q_proj",)
         s.append(
             Saved(
@@ -91,6 +94,9 @@ def _llama_layer(spec: ModelSpec, moe: bool) -> list[Saved]:
             "self_attn.o_proj",
             v_view_of=q + 2 * kv if spec.fused_qkv else None,
         )
+        if spec.attn_output_gate:
+            # Qwen3_5Attention: o_proj(attn · sigmoid(gate)), the gate the q_proj's other half
+            s += _output_gate(q)
     if spec.hidden_dropout > 0:  # Starcoder2: dropout(o_proj(...), residual_dropout)
         s.append(Saved("residual dropout mask (attention)", h, "mask", tp_split=False))
     if spec.post_norm:
@@ -380,7 +386,16 @@ def layer_saved(spec: ModelSpec, block: str) -> list[Saved]:
         return s + _t5_ff(spec, stack)
     if spec.arch == "raw":
         return _raw_layer(spec)
-    return _llama_layer(spec, moe=block == "moe")
+    return _llama_layer(spec, moe=block.endswith("moe"), linear=block.startswith("linear"))
+
+
+def _output_gate(q: int) -> list[Saved]:
+    """``attn_output * torch.sigmoid(gate)`` before o_proj: sigmoid keeps its output, the
+    multiply both of its inputs (the attention output made contiguous, and that output)."""
+    return [
+        Saved("output gate: sigmoid output", q, "compute"),
+        Saved("output gate: attention output (gate multiply input)", q, "compute"),
+    ]
 
 
 def _raw_layer(spec: ModelSpec) -> list[Saved]:

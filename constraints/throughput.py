@@ -33,6 +33,7 @@ from constraints.config_batch import ConfigBatch
 from constraints.dequant import dequant_bytes_per_weight, dequant_launches
 from constraints.eager_traffic import eager_elementwise_factors, eager_recompute_shares
 from constraints.fp8 import fp8_column
+from constraints.gated_deltanet import delta_rule_flops_per_token
 from constraints.gemms import model_gemms
 from constraints.gpus import GpuSpec
 from constraints.kernels import attention_generation_scale, attention_share, stack_column
@@ -251,13 +252,15 @@ def throughput_arrays(
             adapted_ops += np.where(sel, g.instances * lora_ops, 0.0)
             adapted_ops += np.where(sel & batch.lora_dropout, g.instances * LORA_DROPOUT_OPS, 0.0)
 
-    # ---- attention (bf16 under every fp8 recipe) ----
+    # ---- attention (bf16 under every fp8 recipe); gated DeltaNet layers run the delta rule ----
+    self_attn = spec.total_layers - spec.linear_layers
     if spec.arch == "raw":
         attn_flops = np.zeros(n)
     else:
         causal = CAUSAL_SCORE_SHARE if spec.arch != "encoder" else 1.0
-        layers_attn = spec.total_layers + (spec.layers if spec.arch == "encoder-decoder" else 0)
+        layers_attn = self_attn + (spec.layers if spec.arch == "encoder-decoder" else 0)
         attn_flops = ATTENTION_FLOPS_PER_SCORE * T * s * spec.q_width * causal * layers_attn / tp
+        attn_flops = attn_flops + T * delta_rule_flops_per_token(spec) / tp
     eager = batch.attention == CODE["attention"]["eager"]
     eta_attn = eta_attention * attention_share(gpu, batch.kernels)
     eta_attn = eta_attn * attention_generation_scale(
@@ -271,7 +274,7 @@ def throughput_arrays(
         eta_attention,
     )
     t_attn_fwd = attn_flops / (peak16 * eta_attn)
-    s2_bytes = np.where(eager, T * s * spec.heads * EAGER_SCORE_BYTES * spec.total_layers / tp, 0.0)
+    s2_bytes = np.where(eager, T * s * spec.heads * EAGER_SCORE_BYTES * self_attn / tp, 0.0)
     t_attn_fwd = t_attn_fwd + s2_bytes / bw
     t_attn_bwd = ATTENTION_BACKWARD_PER_FORWARD * t_attn_fwd
     attn_recompute = np.where(ckpt_full | (ckpt_sel & eager), t_attn_fwd, 0.0)

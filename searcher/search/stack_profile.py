@@ -295,6 +295,8 @@ def assumed_lines(
             f"attention sdpa{why}: the {kernel} kernel on {gpu.name} "
             f"(sm {gpu.compute_capability}, {compute}, head_dim {spec.head_dim})"
         )
+    if spec.linear_layers:
+        out.append(gated_deltanet_phrase(spec))
     if "loss" not in given and cfg.loss == "standard":
         out.append(
             LOSS_CHAIN_PHRASES[cfg.loss_chain].format(v=profile.versions["transformers"])
@@ -302,6 +304,17 @@ def assumed_lines(
             else "loss: cross-entropy on the whole logits (the recipe's loss_fn)"
         )
     return out
+
+
+def gated_deltanet_phrase(spec: ModelSpec) -> str:
+    """How the gated DeltaNet layers are costed (constraints/gated_deltanet.py): transformers'
+    torch path, which is what runs without flash-linear-attention (or off a GPU)."""
+    head = (
+        f"gated DeltaNet ({spec.linear_layers} of {spec.layers} layers): transformers' torch path"
+    )
+    if installed_version("flash-linear-attention") is None:
+        return f"{head} (flash-linear-attention is not installed)"
+    return f"{head}; flash-linear-attention is installed: its kernel keeps less (not modelled)"
 
 
 #: the standard loss's chain, said on screen (constraints/logits.py loss_forward_bytes)

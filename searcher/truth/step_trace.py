@@ -330,6 +330,22 @@ def _optimizer_step(opt: Any, trainable: list[Any], masters: Any, tracker: Any) 
 # --------------------------------------------------------------------------------------------
 
 
+def trace_depths(spec: ModelSpec) -> tuple[int, int]:
+    """The two depths a deep model is traced at: :data:`TRACE_DEPTHS`, or where its layers
+    follow a pattern of token mixers (Qwen 3.5: three gated DeltaNets, then attention), one
+    and two whole periods of it, so that their difference is a period's layers."""
+    mixers = spec.layer_mixers
+    period = next(
+        (
+            p
+            for p in range(1, len(mixers) + 1)
+            if all(m == mixers[i % p] for i, m in enumerate(mixers))
+        ),
+        1,
+    )
+    return TRACE_DEPTHS if period == 1 else (period, 2 * period)
+
+
 def _depth_of(cfg_dict: dict[str, Any]) -> int:
     from searcher.truth.hf_build import LAYER_KEYS
 
@@ -372,7 +388,8 @@ def trace_step(
         hf_config_dict, _ = config_of(spec.id)
     start = time.perf_counter()
     depth = _depth_of(hf_config_dict)
-    if full_depth or depth <= max(TRACE_DEPTHS):
+    depths = trace_depths(spec)
+    if full_depth or depth <= max(depths):
         raw = _run_exact(hf_config_dict, cfg, adamw_impl, steps, autocast, allocator)
         seg, (peak, moment, comp) = raw.top()
         elapsed = time.perf_counter() - start
@@ -382,7 +399,7 @@ def trace_step(
         )  # fmt: skip
         return with_replay(trace, allocator, raw.replayed, raw.replayed, 0)
     runs = []
-    for n in TRACE_DEPTHS:
+    for n in depths:
         small = with_layers(hf_config_dict, n)
         runs.append(
             (_depth_of(small), _run_exact(small, cfg, adamw_impl, steps, autocast, allocator))

@@ -106,7 +106,7 @@ class TraceResult:
 def _block_kinds(spec: ModelSpec, stack: str, n: int) -> list[str]:
     if spec.family in ("t5", "mt5"):
         return ["encoder" if "encoder" in stack else "decoder"] * n
-    return ["moe" if spec.moe_layer(i) else "dense" for i in range(n)]
+    return [spec.layer_block(i) for i in range(n)]
 
 
 def trace_mode(

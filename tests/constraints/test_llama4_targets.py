@@ -76,6 +76,18 @@ SMALL_MOE = {
 }
 
 
+GATED_DELTANET = {
+    "num_hidden_layers": 4,
+    "head_dim": 64,
+    "linear_num_key_heads": 2,
+    "linear_num_value_heads": 4,
+    "linear_key_head_dim": 32,
+    "linear_value_head_dim": 48,
+    "shared_expert_intermediate_size": 96,
+}
+QWEN_MOE = {"num_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 64}
+
+
 @pytest.mark.parametrize(
     ("model_type", "extra"),
     [
@@ -95,6 +107,11 @@ SMALL_MOE = {
                 "layer_types": ["sliding_attention", "sliding_attention", "full_attention"],
             },
         ),
+        # Qwen 3.5 / Qwen3-Next: three gated DeltaNet layers (their in_proj and out_proj
+        # linears; the depthwise conv1d is no nn.Linear), then a gated attention layer
+        ("qwen3_5_text", {**GATED_DELTANET, "intermediate_size": 128}),
+        ("qwen3_5_moe_text", {**GATED_DELTANET, **QWEN_MOE}),
+        ("qwen3_next", {**GATED_DELTANET, **QWEN_MOE}),
     ],
 )
 @pytest.mark.parametrize("targets", ["all-linear", "attention"])
