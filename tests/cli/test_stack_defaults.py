@@ -331,3 +331,25 @@ def test_launch_files_are_not_written_for_an_old_bitsandbytes(
     err = capsys.readouterr().err
     assert code == 2 and "kbit_saves_input" in err and "0.43.2" in err
     assert not out.exists()
+
+
+def test_the_gated_deltanet_path_is_said(capsys: pytest.CaptureFixture[str], tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """Qwen 3.5's DeltaNet layers are costed as transformers' torch path: the screen says so
+    (and whether flash-linear-attention, whose kernel keeps less, is installed)."""
+    config = tmp_path / "config.json"
+    config.write_text(
+        json.dumps(
+            {
+                "model_type": "qwen3_5_text",
+                "hidden_size": 1024,
+                "intermediate_size": 3072,
+                "num_hidden_layers": 8,
+                "num_attention_heads": 8,
+                "num_key_value_heads": 2,
+                "vocab_size": 32000,
+            }
+        )
+    )
+    main(["explain", "--model", str(config), "--gpu", "a100-80gb", "--method", "lora", "--json"])
+    assumed = "; ".join(json.loads(capsys.readouterr().out)["assumed"])
+    assert "gated DeltaNet (6 of 8 layers): transformers' torch path" in assumed
