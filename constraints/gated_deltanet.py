@@ -6,8 +6,8 @@ Read from transformers 5.25 ``modeling_qwen3_5.py`` (``Qwen3_5GatedDeltaNet``,
 (the same layer with fused ``in_proj_qkvz`` / ``in_proj_ba``). transformers runs
 flash-linear-attention's kernel where the ``fla`` package is installed and the inputs are on a
 GPU (integrations/hub_kernels.py ``use_kernel_func_from_hub_with_fallback``), else its own torch
-path, which keeps every chunk's fp32 intermediates and recurrent state: that path is what
-:func:`mixer_saved` lists.
+path, which keeps every chunk's fp32 intermediates and recurrent state: :func:`mixer_saved`
+lists either, as :attr:`ModelSpec.delta_rule_kernel` says.
 """
 
 from __future__ import annotations
@@ -116,18 +116,11 @@ def param_groups(spec: ModelSpec, block: str) -> list[ParamGroup]:
 
 
 def mixer_saved(spec: ModelSpec) -> list[Saved]:
-    """What one gated DeltaNet saves for backward on transformers' torch path, per token.
-
-    The kernel works in fp32 on every value head (q and k repeated to them) over the sequence
-    padded to a multiple of :data:`CHUNK` (``F.pad``); per chunk it keeps 64 × 64 score-like
-    matrices (``C`` per token and head) and the recurrent state it read (``d_k · d_v / C`` per
-    token and head). Counted for a sequence that is a multiple of the chunk: another length
-    keeps the "padded" lines for its padded length (up to 63 more tokens). Left out: per-call
-    constants (the 64 × 64 causal mask, one value per head) and the ``K − 1`` columns the
-    convolution pads.
-    """
+    """What one gated DeltaNet saves for backward, per token: the projections, convolution and
+    gates in torch ops, the delta rule as :attr:`ModelSpec.delta_rule_kernel` runs it, then the
+    gated norm (``Qwen3_5RMSNormGated``: fp32 norm, the weight after the cast, · silu(z) in
+    fp32) and out_proj."""
     h, hv = spec.hidden, spec.linear_value_heads
-    dk, dv = spec.linear_key_head_dim, spec.linear_value_head_dim
     _key, value, conv = _widths(spec)
     qkv_in = (
         ("linear_attn.in_proj_qkvz", "linear_attn.in_proj_ba")
@@ -139,14 +132,38 @@ def mixer_saved(spec: ModelSpec) -> list[Saved]:
             "linear_attn.in_proj_a",
         )
     )
-    c = CHUNK
+    rule = _fla_rule(spec) if spec.delta_rule_kernel == "fla" else _torch_rule(spec)
     return [
         Saved("in_proj input (normed hidden)", h, "compute", inputs_of=qkv_in, tp_split=False),
         Saved("conv1d input (q, k, v projections)", conv, "compute"),
         Saved("SiLU input (conv1d output)", conv, "compute"),
         Saved("beta = sigmoid(b) output", hv, "compute"),
         Saved("softplus input and output (fp32 a + dt_bias)", 2 * hv, "fp32"),
-        # torch_chunk_gated_delta_rule, on hv heads in fp32
+        *rule,
+        Saved("gated norm: fp32 upcast of the output", value, "fp32"),
+        Saved("gated norm: rsqrt per head", hv, "fp32"),
+        Saved("gated norm: normalised output cast back (weight multiply)", value, "compute"),
+        Saved("gated norm: z upcast and silu(z) (fp32)", 2 * value, "fp32"),
+        Saved("gated norm: weighted output (gate multiply)", value, "compute"),
+        Saved("out_proj input", value, "compute", inputs_of=("linear_attn.out_proj",)),
+    ]
+
+
+def _torch_rule(spec: ModelSpec) -> list[Saved]:
+    """``torch_chunk_gated_delta_rule``: fp32 on every value head (q and k repeated to them)
+    over the sequence padded to a multiple of :data:`CHUNK` (``F.pad``); per chunk it keeps
+    64 × 64 score-like matrices (``C`` per token and head) and the recurrent state it read
+    (``d_k · d_v / C`` per token and head). Counted for a sequence that is a multiple of the
+    chunk: another length keeps the "padded" lines for its padded length (up to 63 more
+    tokens). Left out: per-call constants (the 64 × 64 causal mask, one value per head) and the
+    ``K − 1`` columns the convolution pads."""
+    hv, dk, dv, c = (
+        spec.linear_value_heads,
+        spec.linear_key_head_dim,
+        spec.linear_value_head_dim,
+        CHUNK,
+    )
+    return [
         Saved("q and k upcast to fp32 (l2norm input)", 2 * hv * dk, "fp32"),
         Saved("l2norm inverse norms of q and k", 2 * hv, "fp32"),
         Saved("padded v, k and q (fp32)", hv * (dv + 2 * dk), "fp32"),
@@ -161,13 +178,25 @@ def mixer_saved(spec: ModelSpec) -> list[Saved]:
         Saved("decayed q and k", 2 * hv * dk, "fp32"),
         Saved("recurrent state read by each chunk", hv * dk * dv / c, "fp32"),
         Saved("corrected values v_new, per chunk", hv * dv, "fp32"),
-        # Qwen3_5RMSNormGated: fp32 norm, weight after the cast, then · silu(z) in fp32
-        Saved("gated norm: fp32 upcast of the output", value, "fp32"),
-        Saved("gated norm: rsqrt per head", hv, "fp32"),
-        Saved("gated norm: normalised output cast back (weight multiply)", value, "compute"),
-        Saved("gated norm: z upcast and silu(z) (fp32)", 2 * value, "fp32"),
-        Saved("gated norm: weighted output (gate multiply)", value, "compute"),
-        Saved("out_proj input", value, "compute", inputs_of=("linear_attn.out_proj",)),
+    ]
+
+
+def _fla_rule(spec: ModelSpec) -> list[Saved]:
+    """flash-linear-attention's ``ChunkGatedDeltaRuleFunction`` (fla/ops/gated_delta_rule/
+    chunk.py, v0.5.2): ``ctx.save_for_backward(q, q_rstd, k, k_rstd, v, g, beta_raw, beta, A,
+    initial_state, ...)`` — q and k L2-normalised in their dtype on the key heads
+    (``l2norm_fwd``, fp32 rstd per row), v as ``input_guard`` made it contiguous, g's
+    chunk-local cumsum (``chunk_local_cumsum``: fp32), beta itself (the sigmoid's saved output)
+    and A, the solved (I + A)⁻¹ of each chunk (``[B, T, HV, 64]`` in k's dtype). The chunk
+    states it recomputes in backward are not kept."""
+    hk, hv = spec.linear_key_heads, spec.linear_value_heads
+    dk, dv = spec.linear_key_head_dim, spec.linear_value_head_dim
+    return [
+        Saved("fla: q and k after l2norm (key heads)", 2 * hk * dk, "compute"),
+        Saved("fla: l2norm rstd of q and k", 2 * hk, "fp32"),
+        Saved("fla: v made contiguous", hv * dv, "compute"),
+        Saved("fla: chunk-local cumulative g (fp32)", hv, "fp32"),
+        Saved("fla: A, the solved (I + A)⁻¹ per chunk", hv * CHUNK, "compute"),
     ]
 
 

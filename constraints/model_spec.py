@@ -184,6 +184,10 @@ class ModelSpec(Record):
     linear_value_head_dim: int = bounded(0, ge=0)
     linear_conv_kernel: int = bounded(0, ge=0)
     linear_fused_proj: bool = False
+    #: what runs the delta rule: transformers' torch path (fp32 chunk matrices and a state per
+    #: chunk saved), or flash-linear-attention's chunk kernel where ``fla`` is installed (the
+    #: stack decides: searcher/search/stack.py)
+    delta_rule_kernel: Literal["torch", "fla"] = "torch"
     #: the attention's q_proj also yields a per-channel gate, ``o_proj(attn · sigmoid(gate))``
     #: (Qwen3-Next / Qwen 3.5 attention: q_proj is 2 · heads · head_dim wide)
     attn_output_gate: bool = False

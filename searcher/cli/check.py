@@ -130,6 +130,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     if args.seq_len is not None and args.seq_len < 1:
         raise FitplanError(f"--seq-len must be positive, got {args.seq_len}")
     from searcher.cli.stack import stack_of
+    from searcher.search.stack import with_stack_kernels
 
     stack = stack_of(args)  # a bad --stack is refused before any file is read
     oom = parse_oom(args.oom) if args.oom else None
@@ -160,7 +161,7 @@ def cmd_check(args: argparse.Namespace) -> int:
             "add --model NAME, a config.json path or org/name",
         )
     try:
-        spec = resolve_any_model(model_ref)
+        spec = with_stack_kernels(resolve_any_model(model_ref), stack)
     except FitplanError as err:
         if args.model or not err.message.startswith(f"--model {model_ref}"):
             raise

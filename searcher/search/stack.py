@@ -20,6 +20,7 @@ from typing import Any
 
 from constraints.errors import FitplanError
 from constraints.frozen import frozen
+from constraints.model_spec import ModelSpec
 
 #: optional package (pip name) -> (import name that find_spec looks for, what needs it)
 KNOWN_PACKAGES: dict[str, tuple[str, str]] = {
@@ -39,6 +40,10 @@ KNOWN_PACKAGES: dict[str, tuple[str, str]] = {
         "fp8 recipes te-delayed, te-current; kernels te",
     ),
     "megatron-core": ("megatron", "backend megatron (tensor/pipeline parallel with LoRA)"),
+    "flash-linear-attention": (
+        "fla",
+        "gated DeltaNet layers (Qwen 3.5, Qwen3-Next) through fla's chunk kernel",
+    ),
 }
 
 #: the words --stack takes besides package names
@@ -108,6 +113,20 @@ class Stack:
     @property
     def missing(self) -> tuple[str, ...]:
         return tuple(p for p in KNOWN_PACKAGES if p not in self.packages)
+
+
+def with_stack_kernels(spec: ModelSpec, stack: Stack) -> ModelSpec:
+    """The model as this stack runs it: its gated DeltaNet layers through flash-linear-attention's
+    kernel where the stack has it (transformers picks it when ``fla`` imports and the inputs are on
+    a GPU: integrations/hub_kernels.py), else transformers' torch path."""
+    if not spec.linear_layers:
+        return spec
+    kernel = "fla" if "flash-linear-attention" in stack.packages else "torch"
+    return (
+        spec
+        if spec.delta_rule_kernel == kernel
+        else spec.model_copy(update={"delta_rule_kernel": kernel})
+    )
 
 
 def detect_stack() -> Stack:

@@ -307,14 +307,12 @@ def assumed_lines(
 
 
 def gated_deltanet_phrase(spec: ModelSpec) -> str:
-    """How the gated DeltaNet layers are costed (constraints/gated_deltanet.py): transformers'
-    torch path, which is what runs without flash-linear-attention (or off a GPU)."""
-    head = (
-        f"gated DeltaNet ({spec.linear_layers} of {spec.layers} layers): transformers' torch path"
-    )
-    if installed_version("flash-linear-attention") is None:
-        return f"{head} (flash-linear-attention is not installed)"
-    return f"{head}; flash-linear-attention is installed: its kernel keeps less (not modelled)"
+    """What runs the gated DeltaNet layers (constraints/gated_deltanet.py), as the stack decided
+    (searcher/search/stack.py ``with_stack_kernels``)."""
+    head = f"gated DeltaNet ({spec.linear_layers} of {spec.layers} layers): "
+    if spec.delta_rule_kernel == "fla":
+        return head + "flash-linear-attention's chunk kernel (in the stack)"
+    return head + "transformers' torch path (flash-linear-attention is not in the stack)"
 
 
 #: the standard loss's chain, said on screen (constraints/logits.py loss_forward_bytes)

@@ -353,3 +353,19 @@ def test_the_gated_deltanet_path_is_said(capsys: pytest.CaptureFixture[str], tmp
     main(["explain", "--model", str(config), "--gpu", "a100-80gb", "--method", "lora", "--json"])
     assumed = "; ".join(json.loads(capsys.readouterr().out)["assumed"])
     assert "gated DeltaNet (6 of 8 layers): transformers' torch path" in assumed
+    main(
+        [
+            "explain",
+            "--model",
+            str(config),
+            "--gpu",
+            "a100-80gb",
+            "--method",
+            "lora",
+            "--json",
+            "--stack",
+            "flash-linear-attention",
+        ]
+    )
+    fla = json.loads(capsys.readouterr().out)
+    assert "flash-linear-attention's chunk kernel" in "; ".join(fla["assumed"])

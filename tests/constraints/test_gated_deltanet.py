@@ -100,3 +100,38 @@ def test_a_deep_hybrid_model_is_traced_a_period_apart() -> None:
     assert trace_depths(other) == (3, 6)
     llama = spec_from_hf_config({**QWEN35, "model_type": "llama"}, id="l")
     assert trace_depths(llama) == TRACE_DEPTHS
+
+
+def test_fla_keeps_what_its_autograd_function_saves() -> None:
+    """fla v0.5.2 ChunkGatedDeltaRuleFunction.save_for_backward(q, q_rstd, k, k_rstd, v, g,
+    beta_raw, beta, A, ...): q, k on the 16 key heads × 128 and v on the 32 value heads × 128
+    in bf16, A [T, 32, 64] in k's dtype; q_rstd, k_rstd (one fp32 per key head) and the
+    chunk-local cumsum of g (fp32, per value head); beta is the sigmoid's output, kept already."""
+    from constraints.gated_deltanet import mixer_saved
+
+    def per_token(spec: object) -> dict[str, float]:
+        out: dict[str, float] = {}
+        for x in mixer_saved(spec):  # type: ignore[arg-type]
+            out[x.dtype] = out.get(x.dtype, 0.0) + x.width
+        return out
+
+    torch_path = spec_from_hf_config(QWEN35, id="q")
+    fla = torch_path.model_copy(update={"delta_rule_kernel": "fla"})
+    shared_compute = per_token(torch_path)["compute"]
+    assert per_token(fla)["compute"] == shared_compute + 2 * 16 * 128 + 32 * 128 + 32 * 64
+    torch_fp32, fla_fp32 = per_token(torch_path)["fp32"], per_token(fla)["fp32"]
+    outside = 2 * 32 + 4096 + 32 + 2 * 4096  # softplus, gated norm: upcast, rsqrt, z and silu(z)
+    assert fla_fp32 == outside + 2 * 16 + 32
+    # the torch path keeps, among others, the state each 64-token chunk read: 32 × 128 × 128 / 64
+    assert torch_fp32 - outside > 32 * 128 * 128 / 64
+
+
+def test_the_stack_decides_the_kernel() -> None:
+    from searcher.search.stack import Stack, with_stack_kernels
+
+    spec = spec_from_hf_config(QWEN35, id="q")
+    fla = with_stack_kernels(spec, Stack(frozenset({"flash-linear-attention"}), "--stack"))
+    assert fla.delta_rule_kernel == "fla"
+    assert with_stack_kernels(fla, Stack(frozenset(), "--stack")).delta_rule_kernel == "torch"
+    llama = spec_from_hf_config({**QWEN35, "model_type": "llama"}, id="l")
+    assert with_stack_kernels(llama, Stack(frozenset({"flash-linear-attention"}), "x")) is llama
