@@ -44,16 +44,17 @@ def kv_cache_bytes(spec: ModelSpec, tokens: int, kv_bytes: float = 2.0) -> int:
 
 
 def recurrent_state_bytes(spec: ModelSpec, sequences: int, conv_bytes: float = 2.0) -> float:
-    """What the gated DeltaNet layers cache per sequence, whatever its length: the fp32
-    recurrent state (H_v · d_k · d_v: torch_chunk_gated_delta_rule's ``last_recurrent_state``
-    is fp32) and the convolution's last K − 1 inputs (the model's dtype), bytes."""
-    if not spec.linear_layers:
-        return 0.0
+    """What the layers without attention cache per sequence, whatever its length, bytes: a gated
+    DeltaNet its fp32 recurrent state (H_v · d_k · d_v: torch_chunk_gated_delta_rule's
+    ``last_recurrent_state`` is fp32) and its convolution's last K − 1 inputs, LFM2's short
+    convolution those inputs alone (the model's dtype)."""
     key = spec.linear_key_heads * spec.linear_key_head_dim
     conv = 2 * key + spec.linear_value_heads * spec.linear_value_head_dim
     state = spec.linear_value_heads * spec.linear_key_head_dim * spec.linear_value_head_dim * 4.0
-    window = conv * (spec.linear_conv_kernel - 1) * conv_bytes
-    return sequences * spec.linear_layers * (state + window)
+    window = (spec.linear_conv_kernel - 1) * conv_bytes
+    deltanet = spec.linear_layers * (state + conv * window)
+    short_conv = spec.layer_mixers.count("c") * spec.hidden * window
+    return sequences * (deltanet + short_conv)
 
 
 def prefill_workspace_bytes(spec: ModelSpec, tokens: int, sequences: int, tp: int = 1) -> float:

@@ -69,8 +69,12 @@ GEMMA = ("gemma", "gemma2", "gemma3_text", "vaultgemma")
 SUPPORTED_TYPES = sorted(
     LLAMA_LIKE
     | {"gpt2", "gpt_bigcode", "opt", "falcon", "gpt_neox", "phi", "cohere", "cohere2", "t5"}
-    | {"mt5", "bert", "gptj", "codegen", "gpt_neo", "bloom", "mpt", "persimmon"}
+    | {"mt5", "bert", "gptj", "codegen", "gpt_neo", "bloom", "mpt", "persimmon", "lfm2"}
 )
+
+
+#: a token mixer's letter in ``layer_mixers`` -> the prefix of its layers' inventory block
+MIXER_BLOCK_PREFIX = {"a": "", "l": "linear-", "c": "conv-"}
 
 
 @frozen(slots=True, kw_only=True)
@@ -173,10 +177,12 @@ class ModelSpec(Record):
     v_head_dim: int = 0
     sliding_window: int | None = None
     #: one letter per decoder layer, its token mixer: ``a`` attention, ``l`` gated DeltaNet
-    #: (Qwen3-Next, Qwen 3.5 ``layer_types``: constraints/gated_deltanet.py); "" = all attention
+    #: (Qwen3-Next, Qwen 3.5 ``layer_types``: constraints/gated_deltanet.py), ``c`` a gated
+    #: short convolution (LFM2: constraints/lfm2.py); "" = all attention
     layer_mixers: str = ""
-    #: the gated DeltaNet's heads and head widths (``linear_num_key_heads`` …), its causal
-    #: depthwise convolution's kernel, and whether q/k/v/z and b/a come from two fused
+    #: the gated DeltaNet's heads and head widths (``linear_num_key_heads`` …), the causal
+    #: depthwise convolution's kernel of a mixer that has one (DeltaNet, LFM2's short conv;
+    #: ``mixer_bias``: its linears and conv with biases, LFM2 ``conv_bias``), and whether q/k/v/z and b/a come from two fused
     #: projections (Qwen3-Next ``in_proj_qkvz`` / ``in_proj_ba``) or four (Qwen 3.5)
     linear_key_heads: int = bounded(0, ge=0)
     linear_value_heads: int = bounded(0, ge=0)
@@ -184,6 +190,7 @@ class ModelSpec(Record):
     linear_value_head_dim: int = bounded(0, ge=0)
     linear_conv_kernel: int = bounded(0, ge=0)
     linear_fused_proj: bool = False
+    mixer_bias: bool = False
     #: what runs the delta rule: transformers' torch path (fp32 chunk matrices and a state per
     #: chunk saved), or flash-linear-attention's chunk kernel where ``fla`` is installed (the
     #: stack decides: searcher/search/stack.py)
@@ -259,13 +266,14 @@ class ModelSpec(Record):
     @property
     def attention_layers(self) -> int:
         """Decoder layers with attention (each with its K/V and its s² scores)."""
-        return self.layers - self.linear_layers
+        return self.layer_mixers.count("a") if self.layer_mixers else self.layers
 
     def layer_block(self, index: int) -> str:
         """The inventory block of decoder layer ``index``: its MLP ('dense' / 'moe'), prefixed
-        'linear-' when its mixer is a gated DeltaNet."""
+        by its mixer where that is not attention ('linear-': gated DeltaNet, 'conv-': LFM2)."""
         mlp = "moe" if self.moe_layer(index) else "dense"
-        return f"linear-{mlp}" if self.linear_layer(index) else mlp
+        mixer = self.layer_mixers[index] if index < len(self.layer_mixers) else "a"
+        return MIXER_BLOCK_PREFIX[mixer] + mlp
 
     @property
     def moe_layers(self) -> int:

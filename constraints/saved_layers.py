@@ -375,7 +375,8 @@ def layer_saved(spec: ModelSpec, block: str) -> list[Saved]:
         return _falcon_layer(spec)
     module = family_module(spec.family)
     if module is not None:
-        return module.layer(spec)
+        block_layer = getattr(module, "block_layer", None)
+        return block_layer(spec, block) if block_layer else module.layer(spec)
     if spec.family == "bert":
         return _bert_layer(spec)
     if spec.family in ("t5", "mt5"):

@@ -128,7 +128,7 @@ def _norm(spec: ModelSpec, name: str, width: int, rows: int = 1) -> list[Saved]:
 HF_FP32_SOFTMAX = frozenset(
     LLAMA_LIKE
     | {"opt", "falcon", "gpt_neox", "phi", "cohere", "cohere2", "gpt_bigcode", "gptj"}
-    | {"gpt_neo", "codegen", "bloom", "mpt", "persimmon"}
+    | {"gpt_neo", "codegen", "bloom", "mpt", "persimmon", "lfm2"}
 )
 
 
@@ -282,12 +282,14 @@ def fp32_scores_qk(q: int, k: int) -> Saved:
     )
 
 
-def _gated_mlp(spec: ModelSpec, prefix: str, inter: int, per_token: float = 1.0) -> list[Saved]:
+def _gated_mlp(
+    spec: ModelSpec, prefix: str, inter: int, per_token: float = 1.0, down_name: str = "down_proj"
+) -> list[Saved]:
     """SwiGLU / GeGLU: act(gate(x)) * up(x), then down. ``per_token`` = experts a token visits."""
     down = (
         "mlp.experts.w2"
         if spec.family == "mixtral" and prefix == "mlp.experts"
-        else f"{prefix}.down_proj"
+        else f"{prefix}.{down_name}"
     )
     w = inter * per_token
     return [

@@ -208,10 +208,12 @@ def serving_memory(
         raise FitplanError(
             f"unknown KV cache dtype '{kv_dtype}'", f"use one of {', '.join(KV_DTYPE_BYTES)}"
         )
-    if spec.linear_layers:
+    if spec.attention_layers < spec.layers:
+        mixed = spec.layers - spec.attention_layers
         raise FitplanError(
-            f"{spec.id}: {spec.linear_layers} of its {spec.layers} layers are gated DeltaNets, "
-            "whose per-request state vLLM keeps in its hybrid cache: not modelled",
+            f"{spec.id}: {mixed} of its {spec.layers} layers mix tokens without attention (gated "
+            "DeltaNet, short convolution), whose per-request state vLLM keeps in its hybrid "
+            "cache: not modelled",
             "fitplan plans training for this model; serving plans cover attention-only decoders",
         )
     if not 0 < gpu_memory_utilization <= 1:

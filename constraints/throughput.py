@@ -253,7 +253,7 @@ def throughput_arrays(
             adapted_ops += np.where(sel & batch.lora_dropout, g.instances * LORA_DROPOUT_OPS, 0.0)
 
     # ---- attention (bf16 under every fp8 recipe); gated DeltaNet layers run the delta rule ----
-    self_attn = spec.total_layers - spec.linear_layers
+    self_attn = spec.total_layers - spec.layers + spec.attention_layers
     if spec.arch == "raw":
         attn_flops = np.zeros(n)
     else:

@@ -112,6 +112,8 @@ QWEN_MOE = {"num_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size":
         ("qwen3_5_text", {**GATED_DELTANET, "intermediate_size": 128}),
         ("qwen3_5_moe_text", {**GATED_DELTANET, **QWEN_MOE}),
         ("qwen3_next", {**GATED_DELTANET, **QWEN_MOE}),
+        # LFM2: short-convolution layers (in_proj, out_proj; the depthwise conv is no Linear)
+        ("lfm2", {"num_hidden_layers": 4, "full_attn_idxs": [1, 3], "conv_bias": True}),
     ],
 )
 @pytest.mark.parametrize("targets", ["all-linear", "attention"])

@@ -350,6 +350,10 @@ HYBRID = [
     ("qwen3_5_text", {**GATED_DELTANET, "num_hidden_layers": 12}, KWS[:1]),
     ("qwen3_5_moe_text", {**GATED_DELTANET, **QWEN_NEXT_MOE}, KWS[:2]),
     ("qwen3_next", {**GATED_DELTANET, **QWEN_NEXT_MOE}, KWS[:2]),
+    # LFM2: gated short-convolution layers (in_proj's B, C, x views, a depthwise conv) between
+    # attention layers with per-head q/k norms; the convolution's biases on
+    ("lfm2", {"num_hidden_layers": 4, "full_attn_idxs": [1, 3]}, KWS),
+    ("lfm2", {"num_hidden_layers": 4, "full_attn_idxs": [1, 3], "conv_bias": True}, KWS[:1]),
 ]
 
 
@@ -358,7 +362,8 @@ def test_gated_deltanet_layers_match_their_trace() -> None:
     ``mixer_saved``: fp32 chunk matrices and one recurrent state per chunk) beside gated
     attention layers. Seen when added: Qwen 3.5 +0.9 … +1.3 % (amp +1.2 %: under autocast the
     kernel's matmuls keep 16-bit copies where fitplan counts their fp32 inputs; twelve layers
-    +1.0 %), Qwen 3.5 MoE −0.4 … −0.1 %, Qwen3-Next −0.4 … +0.7 %. Before the tracer took its
+    +1.0 %), Qwen 3.5 MoE −0.4 … −0.1 %, Qwen3-Next −0.4 … +0.7 %; LFM2 −0.1 … +0.3 % (eager
+    −7.4 % before its fp32 softmax was counted). Before the tracer took its
     two depths a period of the layer pattern apart, a 12-layer trace extrapolated from 3 and 4
     layers (one attention layer apart) and read 21 % below."""
     pytest.importorskip("peft")

@@ -1,0 +1,193 @@
+"""LFM2 (Liquid AI's LFM2-350M … 2.6B) as transformers 5.25 builds it (modeling_lfm2.py): its
+config.json read, its parameters tensor by tensor, and the tensors each kind of layer saves.
+
+A layer: ``operator_norm`` → a mixer → added to the residual; ``ffn_norm`` → ``feed_forward``
+(SwiGLU: ``w2(silu(w1 x) · w3 x)``) → added. The mixer is either attention (``self_attn``:
+q/k/v, per-head ``q_layernorm`` / ``k_layernorm``, ``out_proj``) or a gated short convolution
+(``conv``, ``Lfm2ShortConv``): ``in_proj`` (hidden → 3 · hidden) split into B, C, x; a depthwise
+causal ``nn.Conv1d`` (``conv_L_cache`` taps) over B · x; C · that; ``out_proj``. Llama's RMSNorm
+(the weight after the cast), the final norm named ``embedding_norm``, a tied head by default.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from constraints.errors import FitplanError
+from constraints.hf_config_fields import int_field as _int
+from constraints.hf_config_fields import per_head as _per_head
+from constraints.hf_config_fields import positive as _positive
+from constraints.limits import excerpt
+from constraints.model_spec import ModelSpec
+from constraints.param_groups import ParamGroup, ParamInventory, _linear, _norm
+from constraints.param_mlp import gated_mlp
+from constraints.saved_tensors import Saved, _attention_core, _gated_mlp, norm_output_read_by
+from constraints.saved_tensors import _norm as _norm_saved
+
+#: the MLP's linears (gate, up, down) and the attention's output projection, by their names
+MLP_NAMES = ("w1", "w3", "w2")
+CONV, ATTENTION = "conv", "full_attention"
+
+
+def _ffn_width(cfg: dict[str, Any], where: str) -> int:
+    """``Lfm2MLP``'s width: with ``block_auto_adjust_ff_dim`` two thirds of intermediate_size,
+    times ``block_ffn_dim_multiplier`` and rounded up to ``block_multiple_of`` when a multiplier
+    is set (configuration_lfm2.py: ``block_ff_dim`` is intermediate_size's old name)."""
+    width = _int(cfg, "intermediate_size", "block_ff_dim", where=where, default=12288)
+    if not cfg.get("block_auto_adjust_ff_dim", True):
+        return width
+    width = int(2 * width / 3)
+    multiplier = cfg.get("block_ffn_dim_multiplier", 1.0)
+    if multiplier is None:
+        return width
+    if isinstance(multiplier, bool) or not isinstance(multiplier, int | float) or multiplier <= 0:
+        raise FitplanError(
+            f"{where}: block_ffn_dim_multiplier must be a positive number, got {excerpt(multiplier)}"
+        )
+    multiple = _positive(
+        "block_multiple_of", _int(cfg, "block_multiple_of", where=where, default=256), where
+    )
+    width = int(multiplier * width)
+    return multiple * ((width + multiple - 1) // multiple)
+
+
+def _mixers(cfg: dict[str, Any], layers: int, where: str) -> str:
+    kinds = cfg.get("layer_types")
+    if kinds is None:
+        idxs = cfg.get("full_attn_idxs")
+        if idxs is None:
+            return "a" * layers
+        if not isinstance(idxs, list) or not all(isinstance(i, int) for i in idxs):
+            raise FitplanError(
+                f"{where}: full_attn_idxs must list layer indices, got {excerpt(idxs)}"
+            )
+        kinds = [ATTENTION if i in idxs else CONV for i in range(layers)]
+    if not isinstance(kinds, list) or len(kinds) != layers or not set(kinds) <= {CONV, ATTENTION}:
+        raise FitplanError(
+            f"{where}: layer_types must list '{CONV}' or '{ATTENTION}' for each of the "
+            f"{layers} layers, got {excerpt(kinds)}"
+        )
+    return "".join("c" if k == CONV else "a" for k in kinds)
+
+
+def read(cfg: dict[str, Any], common: dict[str, Any], where: str, model_type: str) -> ModelSpec:
+    """Lfm2Config's fields (configuration_lfm2.py defaults where a key is absent)."""
+    hidden = _positive("hidden_size", _int(cfg, "hidden_size", where=where, default=2560), where)
+    heads = _positive(
+        "num_attention_heads", _int(cfg, "num_attention_heads", where=where, default=32), where
+    )
+    kv_heads = _positive(
+        "num_key_value_heads", _int(cfg, "num_key_value_heads", where=where, default=8), where
+    )
+    if heads % kv_heads:
+        raise FitplanError(
+            f"{where}: num_attention_heads {heads} is not a multiple of num_key_value_heads {kv_heads}"
+        )
+    layers = _positive(
+        "num_hidden_layers", _int(cfg, "num_hidden_layers", where=where, default=32), where
+    )
+    tie = cfg.get("tie_word_embeddings", cfg.get("tie_embedding", True))
+    return ModelSpec(
+        **common,
+        family="lfm2",
+        hidden=hidden,
+        layers=layers,
+        heads=heads,
+        kv_heads=kv_heads,
+        head_dim=_per_head(hidden, heads, where),
+        intermediate=_ffn_width(cfg, where),
+        vocab=_positive("vocab_size", _int(cfg, "vocab_size", where=where, default=65536), where),
+        max_position=_int(cfg, "max_position_embeddings", where=where, default=128000),
+        tie_embeddings=bool(tie),
+        qk_norm="head",
+        layer_mixers=_mixers(cfg, layers, where),
+        linear_conv_kernel=_positive(
+            "conv_L_cache", _int(cfg, "conv_L_cache", where=where, default=3), where
+        ),
+        mixer_bias=bool(cfg.get("conv_bias", False)),
+    )
+
+
+def inventory(spec: ModelSpec) -> ParamInventory:
+    h, d = spec.hidden, spec.head_dim
+    q, kv = spec.q_width, spec.kv_width
+    blocks = {"dense": spec.attention_layers, "conv-dense": spec.layers - spec.attention_layers}
+    blocks = {b: n for b, n in blocks.items() if n}
+    groups = [ParamGroup("embed_tokens", "embedding", spec.vocab * h, role="embedding")]
+    for b in blocks:
+        groups += _norm("operator_norm/ffn_norm", spec, h, b, per_block=2)
+        groups += gated_mlp(spec, "feed_forward", spec.intermediate, b, "mlp", names=MLP_NAMES)
+        if b == "dense":
+            groups += [
+                *_linear("self_attn.q_proj", "q_proj", h, q, block=b, role="attention"),
+                *_linear("self_attn.k_proj", "k_proj", h, kv, block=b, role="attention"),
+                *_linear("self_attn.v_proj", "v_proj", h, kv, block=b, role="attention"),
+                *_linear("self_attn.out_proj", "out_proj", q, h, block=b, role="attention"),
+                *_norm("self_attn.q_layernorm/k_layernorm", spec, d, b, per_block=2),
+            ]
+            continue
+        bias = spec.mixer_bias
+        k = spec.linear_conv_kernel
+        groups += [
+            *_linear("conv.in_proj", "in_proj", h, 3 * h, block=b, role="attention", bias=bias),
+            *_linear("conv.out_proj", "out_proj", h, h, block=b, role="attention", bias=bias),
+            # depthwise nn.Conv1d: not an nn.Linear (PEFT's all-linear skips it)
+            ParamGroup("conv.conv.weight", "other", h * k, 1, b, "conv", "attention"),
+        ]
+        if bias:
+            groups.append(ParamGroup("conv.conv.bias", "bias", h, 1, b, "conv", "attention"))
+    groups += _norm("embedding_norm", spec, h, "")
+    if not spec.tie_embeddings:
+        groups.append(
+            ParamGroup("lm_head", "lm_head", spec.vocab * h, role="head", d_in=h, d_out=spec.vocab)
+        )
+    return ParamInventory(spec.id, tuple(groups), blocks)
+
+
+def layer(spec: ModelSpec) -> list[Saved]:
+    return block_layer(spec, "dense")
+
+
+def block_layer(spec: ModelSpec, block: str) -> list[Saved]:
+    """What a layer of ``block`` ('dense': attention, 'conv-dense': the short convolution) saves."""
+    h, q, kv = spec.hidden, spec.q_width, spec.kv_width
+    s = _norm_saved(spec, "operator_norm", h)
+    if block == "dense":
+        qkv = ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj")
+        s.append(
+            Saved(
+                "q/k/v projection input (normed hidden)",
+                h,
+                "compute",
+                inputs_of=qkv,
+                tp_split=False,
+            )
+        )
+        s += _norm_saved(spec, "q_layernorm", q, spec.heads)
+        s += _norm_saved(spec, "k_layernorm", kv, spec.kv_heads)
+        s += _attention_core(spec, q, kv, kv, "self_attn.out_proj")
+    else:
+        s += [
+            norm_output_read_by("conv.in_proj", "operator_norm", h),
+            # B, C and x are views of in_proj's output: B · x and C · conv keep all of it
+            Saved("in_proj output (B, C, x: the multiplies' views)", 3 * h, "compute"),
+            Saved("B · x (conv input)", h, "compute"),
+            Saved("conv output (C multiply input)", h, "compute"),
+            Saved(
+                "C · conv, made contiguous (out_proj input)",
+                h,
+                "compute",
+                inputs_of=("conv.out_proj",),
+            ),
+        ]
+    s += _norm_saved(spec, "ffn_norm", h)
+    s.append(
+        Saved(
+            "w1/w3 input (normed hidden)",
+            h,
+            "compute",
+            inputs_of=("feed_forward.w1", "feed_forward.w3"),
+            tp_split=False,
+        )
+    )
+    return s + _gated_mlp(spec, "feed_forward", spec.intermediate, down_name="w2")
