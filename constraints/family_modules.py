@@ -28,6 +28,7 @@ FAMILY_MODULES = {
     "mpt": "constraints.mpt",
     "persimmon": "constraints.persimmon",
     "lfm2": "constraints.lfm2",
+    "lfm2_moe": "constraints.lfm2",
 }
 
 

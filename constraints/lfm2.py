@@ -27,6 +27,8 @@ from constraints.saved_tensors import _norm as _norm_saved
 #: the MLP's linears (gate, up, down) and the attention's output projection, by their names
 MLP_NAMES = ("w1", "w3", "w2")
 CONV, ATTENTION = "conv", "full_attention"
+#: the config classes' hidden_size (Lfm2Config, Lfm2MoeConfig); their other defaults agree
+HIDDEN_DEFAULT = {"lfm2": 2560, "lfm2_moe": 2048}
 
 
 def _ffn_width(cfg: dict[str, Any], where: str) -> int:
@@ -51,8 +53,14 @@ def _ffn_width(cfg: dict[str, Any], where: str) -> int:
     return multiple * ((width + multiple - 1) // multiple)
 
 
-def _mixers(cfg: dict[str, Any], layers: int, where: str) -> str:
+def _mixers(cfg: dict[str, Any], layers: int, where: str, model_type: str) -> str:
     kinds = cfg.get("layer_types")
+    if kinds is None and model_type == "lfm2_moe":
+        # Lfm2MoeConfig derives no layer_types: its decoder layers index the list
+        raise FitplanError(
+            f"{where}: lfm2_moe needs layer_types ('conv' or 'full_attention' per layer)",
+            "transformers builds no LFM2-MoE without them: add the checkpoint's list",
+        )
     if kinds is None:
         idxs = cfg.get("full_attn_idxs")
         if idxs is None:
@@ -70,9 +78,39 @@ def _mixers(cfg: dict[str, Any], layers: int, where: str) -> str:
     return "".join("c" if k == CONV else "a" for k in kinds)
 
 
+def _moe_fields(cfg: dict[str, Any], layers: int, where: str) -> dict[str, Any]:
+    """Lfm2MoeConfig (configuration_lfm2_moe.py): the first ``num_dense_layers`` with an MLP
+    ``intermediate_size`` wide (no width adjustment), the others a sparse block of
+    ``num_experts`` experts ``moe_intermediate_size`` wide, ``num_experts_per_tok`` per token,
+    routed by a bare Parameter (``Lfm2MoeTopKRouter.weight``) through a sigmoid; the expert bias
+    is a buffer, not a parameter."""
+    experts = _positive("num_experts", _int(cfg, "num_experts", where=where, default=32), where)
+    per_token = _positive(
+        "num_experts_per_tok", _int(cfg, "num_experts_per_tok", where=where, default=4), where
+    )
+    dense = _int(cfg, "num_dense_layers", where=where, default=2)
+    if not 0 <= dense <= layers:
+        raise FitplanError(f"{where}: num_dense_layers {dense} is not between 0 and {layers}")
+    return {
+        "intermediate": _int(cfg, "intermediate_size", where=where, default=7168),
+        "num_experts": experts,
+        "experts_per_token": per_token,
+        "moe_intermediate": _positive(
+            "moe_intermediate_size",
+            _int(cfg, "moe_intermediate_size", where=where, default=1792),
+            where,
+        ),
+        "first_dense_layers": dense,
+        "router_linear": False,
+    }
+
+
 def read(cfg: dict[str, Any], common: dict[str, Any], where: str, model_type: str) -> ModelSpec:
     """Lfm2Config's fields (configuration_lfm2.py defaults where a key is absent)."""
-    hidden = _positive("hidden_size", _int(cfg, "hidden_size", where=where, default=2560), where)
+    default_hidden = HIDDEN_DEFAULT[model_type]
+    hidden = _positive(
+        "hidden_size", _int(cfg, "hidden_size", where=where, default=default_hidden), where
+    )
     heads = _positive(
         "num_attention_heads", _int(cfg, "num_attention_heads", where=where, default=32), where
     )
@@ -87,20 +125,23 @@ def read(cfg: dict[str, Any], common: dict[str, Any], where: str, model_type: st
         "num_hidden_layers", _int(cfg, "num_hidden_layers", where=where, default=32), where
     )
     tie = cfg.get("tie_word_embeddings", cfg.get("tie_embedding", True))
+    moe = _moe_fields(cfg, layers, where) if model_type == "lfm2_moe" else {}
+    ffn = moe.pop("intermediate") if moe else _ffn_width(cfg, where)
     return ModelSpec(
         **common,
-        family="lfm2",
+        **moe,
+        family=model_type,
         hidden=hidden,
         layers=layers,
         heads=heads,
         kv_heads=kv_heads,
         head_dim=_per_head(hidden, heads, where),
-        intermediate=_ffn_width(cfg, where),
+        intermediate=ffn,
         vocab=_positive("vocab_size", _int(cfg, "vocab_size", where=where, default=65536), where),
         max_position=_int(cfg, "max_position_embeddings", where=where, default=128000),
         tie_embeddings=bool(tie),
         qk_norm="head",
-        layer_mixers=_mixers(cfg, layers, where),
+        layer_mixers=_mixers(cfg, layers, where, model_type),
         linear_conv_kernel=_positive(
             "conv_L_cache", _int(cfg, "conv_L_cache", where=where, default=3), where
         ),
@@ -111,13 +152,15 @@ def read(cfg: dict[str, Any], common: dict[str, Any], where: str, model_type: st
 def inventory(spec: ModelSpec) -> ParamInventory:
     h, d = spec.hidden, spec.head_dim
     q, kv = spec.q_width, spec.kv_width
-    blocks = {"dense": spec.attention_layers, "conv-dense": spec.layers - spec.attention_layers}
-    blocks = {b: n for b, n in blocks.items() if n}
+    kinds = [spec.layer_block(i) for i in range(spec.layers)]
+    blocks: dict[str, int] = {
+        b: kinds.count(b) for b in ("dense", "conv-dense", "moe", "conv-moe") if b in kinds
+    }
     groups = [ParamGroup("embed_tokens", "embedding", spec.vocab * h, role="embedding")]
     for b in blocks:
         groups += _norm("operator_norm/ffn_norm", spec, h, b, per_block=2)
-        groups += gated_mlp(spec, "feed_forward", spec.intermediate, b, "mlp", names=MLP_NAMES)
-        if b == "dense":
+        groups += _ffn_groups(spec, b)
+        if not b.startswith("conv"):
             groups += [
                 *_linear("self_attn.q_proj", "q_proj", h, q, block=b, role="attention"),
                 *_linear("self_attn.k_proj", "k_proj", h, kv, block=b, role="attention"),
@@ -144,15 +187,30 @@ def inventory(spec: ModelSpec) -> ParamInventory:
     return ParamInventory(spec.id, tuple(groups), blocks)
 
 
+def _ffn_groups(spec: ModelSpec, block: str) -> list[ParamGroup]:
+    if not block.endswith("moe"):
+        return gated_mlp(spec, "feed_forward", spec.intermediate, block, "mlp", names=MLP_NAMES)
+    e, h = spec.num_experts, spec.hidden
+    return [
+        # Lfm2MoeTopKRouter: F.linear(hidden, weight), a Parameter
+        ParamGroup("feed_forward.gate.weight", "router", e * h, 1, block, "gate", "router"),
+        # Lfm2MoeExperts: gate_up_proj (E, 2I, H) and down_proj (E, H, I) Parameters
+        *gated_mlp(
+            spec, "feed_forward.experts", spec.moe_intermediate, block, "expert", per_block=e
+        ),
+    ]
+
+
 def layer(spec: ModelSpec) -> list[Saved]:
     return block_layer(spec, "dense")
 
 
 def block_layer(spec: ModelSpec, block: str) -> list[Saved]:
-    """What a layer of ``block`` ('dense': attention, 'conv-dense': the short convolution) saves."""
+    """What a layer of ``block`` saves: attention ('dense', 'moe') or the short convolution
+    ('conv-dense', 'conv-moe'), then the MLP or the sparse block."""
     h, q, kv = spec.hidden, spec.q_width, spec.kv_width
     s = _norm_saved(spec, "operator_norm", h)
-    if block == "dense":
+    if not block.startswith("conv"):
         qkv = ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj")
         s.append(
             Saved(
@@ -181,6 +239,8 @@ def block_layer(spec: ModelSpec, block: str) -> list[Saved]:
             ),
         ]
     s += _norm_saved(spec, "ffn_norm", h)
+    if block.endswith("moe"):
+        return s + _moe_saved(spec)
     s.append(
         Saved(
             "w1/w3 input (normed hidden)",
@@ -191,3 +251,37 @@ def block_layer(spec: ModelSpec, block: str) -> list[Saved]:
         )
     )
     return s + _gated_mlp(spec, "feed_forward", spec.intermediate, down_name="w2")
+
+
+def _moe_saved(spec: ModelSpec) -> list[Saved]:
+    """``Lfm2MoeSparseMoeBlock``: the router's logits through a sigmoid (in the compute dtype),
+    the top-k weights normalised, each token's hidden gathered for its experts, their SwiGLU,
+    the outputs scaled by the routing weights."""
+    h, k, e = spec.hidden, spec.experts_per_token, spec.num_experts
+    return [
+        Saved(
+            "router input (normed hidden)",
+            h,
+            "compute",
+            inputs_of=("feed_forward.gate",),
+            tp_split=False,
+        ),
+        Saved("router sigmoid output", e, "compute", tp_split=False),
+        Saved(
+            "top-k routing weights and their sum (normalisation)", k + 1, "compute", tp_split=False
+        ),
+        Saved(
+            "tokens gathered for their experts (× top-k)",
+            h * k,
+            "compute",
+            inputs_of=("feed_forward.experts.gate_proj", "feed_forward.experts.up_proj"),
+            tp_split=False,
+        ),
+        *_gated_mlp(spec, "feed_forward.experts", spec.moe_intermediate, per_token=k),
+        Saved(
+            "expert outputs before routing-weight multiply (× top-k)",
+            h * k,
+            "compute",
+            tp_split=False,
+        ),
+    ]

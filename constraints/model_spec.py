@@ -69,7 +69,7 @@ GEMMA = ("gemma", "gemma2", "gemma3_text", "vaultgemma")
 SUPPORTED_TYPES = sorted(
     LLAMA_LIKE
     | {"gpt2", "gpt_bigcode", "opt", "falcon", "gpt_neox", "phi", "cohere", "cohere2", "t5"}
-    | {"mt5", "bert", "gptj", "codegen", "gpt_neo", "bloom", "mpt", "persimmon", "lfm2"}
+    | {"mt5", "bert", "gptj", "codegen", "gpt_neo", "bloom", "mpt", "persimmon", "lfm2", "lfm2_moe"}
 )
 
 

@@ -52,12 +52,22 @@ MATCH_TOLERANCE = 0.005
 BUILD_TIMEOUT_S = 120
 
 
+#: what a type's default config lacks for transformers to build it at all: Lfm2MoeConfig derives
+#: no layer_types (its decoder layers index the list); its 32 layers get LFM2's pattern, an
+#: attention layer after every three short convolutions
+BUILDABLE = {
+    "lfm2_moe": {"layer_types": ["conv", "conv", "conv", "full_attention"] * 8},
+}
+
+
 def default_config(model_type: str) -> dict[str, Any]:
-    """The default config of a type as its config.json would hold it (JSON values only)."""
+    """The default config of a type as its config.json would hold it (JSON values only), with
+    what :data:`BUILDABLE` says it needs to be built."""
     from transformers import AutoConfig
 
     cfg = AutoConfig.for_model(model_type).to_dict()
     cfg["model_type"] = model_type
+    cfg.update(BUILDABLE.get(model_type, {}))
     return json.loads(json.dumps(cfg, default=str))
 
 
@@ -86,7 +96,7 @@ def transformers_count(
     from transformers import AutoConfig
     from verify_catalog_with_transformers import count_parameters
 
-    config = AutoConfig.for_model(model_type, **(overrides or {}))
+    config = AutoConfig.for_model(model_type, **{**BUILDABLE.get(model_type, {}), **(overrides or {})})
     errors = []
     for auto in _auto_classes(encoder):
         if type(config) not in auto._model_mapping:

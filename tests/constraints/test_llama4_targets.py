@@ -85,6 +85,12 @@ GATED_DELTANET = {
     "linear_value_head_dim": 48,
     "shared_expert_intermediate_size": 96,
 }
+LFM2_MOE = {
+    "num_hidden_layers": 4,
+    "layer_types": ["conv", "full_attention", "conv", "full_attention"],
+    "num_dense_layers": 1,
+    "moe_intermediate_size": 64,
+}
 QWEN_MOE = {"num_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 64}
 
 
@@ -114,6 +120,9 @@ QWEN_MOE = {"num_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size":
         ("qwen3_next", {**GATED_DELTANET, **QWEN_MOE}),
         # LFM2: short-convolution layers (in_proj, out_proj; the depthwise conv is no Linear)
         ("lfm2", {"num_hidden_layers": 4, "full_attn_idxs": [1, 3], "conv_bias": True}),
+        # LFM2-MoE: a dense first layer, then sparse blocks (Parameter router, expert stacks
+        # PEFT does not convert: not adapted)
+        ("lfm2_moe", {**LFM2_MOE, "num_experts": 4, "num_experts_per_tok": 2}),
     ],
 )
 @pytest.mark.parametrize("targets", ["all-linear", "attention"])

@@ -126,7 +126,8 @@ TYPES = [
 def _narrowed(model_type: str, extra: dict[str, Any]) -> dict[str, Any]:
     cfg = {**CONFIGS[model_type], **NARROW, **extra}
     for key in ("layer_types", "eos_token_id", "bos_token_id"):
-        cfg.pop(key, None)
+        if key not in extra:  # the default's per-layer list has the default's depth
+            cfg.pop(key, None)
     return cfg
 
 
@@ -354,6 +355,17 @@ HYBRID = [
     # attention layers with per-head q/k norms; the convolution's biases on
     ("lfm2", {"num_hidden_layers": 4, "full_attn_idxs": [1, 3]}, KWS),
     ("lfm2", {"num_hidden_layers": 4, "full_attn_idxs": [1, 3], "conv_bias": True}, KWS[:1]),
+    (
+        "lfm2_moe",
+        {
+            **MOE,
+            "num_hidden_layers": 4,
+            "layer_types": ["conv", "full_attention", "conv", "full_attention"],
+            "num_dense_layers": 1,
+            "num_experts": 8,
+        },
+        KWS[:2],
+    ),
 ]
 
 
@@ -363,7 +375,7 @@ def test_gated_deltanet_layers_match_their_trace() -> None:
     attention layers. Seen when added: Qwen 3.5 +0.9 … +1.3 % (amp +1.2 %: under autocast the
     kernel's matmuls keep 16-bit copies where fitplan counts their fp32 inputs; twelve layers
     +1.0 %), Qwen 3.5 MoE −0.4 … −0.1 %, Qwen3-Next −0.4 … +0.7 %; LFM2 −0.1 … +0.3 % (eager
-    −7.4 % before its fp32 softmax was counted). Before the tracer took its
+    −7.4 % before its fp32 softmax was counted); LFM2-MoE −0.2 … +0.1 %. Before the tracer took its
     two depths a period of the layer pattern apart, a 12-layer trace extrapolated from 3 and 4
     layers (one attention layer apart) and read 21 % below."""
     pytest.importorskip("peft")
