@@ -36,6 +36,9 @@ MLA_KEYS = {
     "qk_rope_head_dim": HEAD_DIM,
     "v_head_dim": HEAD_DIM,
 }
+#: gated DeltaNet widths (Qwen 3.5, Qwen3-Next): heads and head dims of its linear attention
+LINEAR_HEAD_KEYS = ("linear_num_key_heads", "linear_num_value_heads")
+LINEAR_DIM_KEYS = ("linear_key_head_dim", "linear_value_head_dim")
 #: token ids a config names, which must stay inside the shrunken vocabulary
 TOKEN_ID_KEYS = ("pad_token_id", "bos_token_id", "eos_token_id", "decoder_start_token_id")
 
@@ -63,14 +66,19 @@ def shrunken_config(cfg: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
                 out[key] = [kinds[0], kinds[-1]]  # a layer of each kind the ends hold
         if isinstance(cfg.get("num_decoder_layers"), int):  # T5's decoder stack
             out["num_decoder_layers"] = min(cfg["num_decoder_layers"], LAYERS)
-        if isinstance(cfg.get("first_k_dense_replace"), int):
-            out["first_k_dense_replace"] = min(cfg["first_k_dense_replace"], 1)
+        for key in ("first_k_dense_replace", "num_dense_layers"):  # DeepSeek's, LFM2-MoE's
+            if isinstance(cfg.get(key), int):
+                out[key] = min(cfg[key], 1)
         if isinstance(cfg.get("moe_layer_start_index"), int):
             out["moe_layer_start_index"] = min(cfg["moe_layer_start_index"], 1)
         if isinstance(cfg.get("max_window_layers"), int):
             out["max_window_layers"] = min(cfg["max_window_layers"], 1)
         if isinstance(cfg.get("moe_layer_end_index"), int) and cfg["moe_layer_end_index"] >= 0:
             out["moe_layer_end_index"] = LAYERS - 1
+        idxs = cfg.get("full_attn_idxs")  # LFM2: the attention layers' indices
+        if isinstance(idxs, list):
+            ends = (0, cfg[layers_key] - 1)
+            out["full_attn_idxs"] = [i for i, layer in enumerate(ends) if layer in idxs]
     heads_key, hidden_key = _first(cfg, HEAD_KEYS), _first(cfg, HIDDEN_KEYS)
     if heads_key and hidden_key:
         hidden = min(cfg[hidden_key], cfg[heads_key] * HEAD_DIM)
@@ -88,6 +96,7 @@ def shrunken_config(cfg: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
                 put(key, value, key)
         if isinstance(cfg.get("rotary_dim"), int):
             put("rotary_dim", min(cfg["rotary_dim"], HEAD_DIM), "rotary_dim")
+        _narrow_linear_attention(cfg, put)
     for key in EXPERT_KEYS:
         if isinstance(cfg.get(key), int) and cfg[key] > EXPERTS:
             put(key, EXPERTS, "experts")
@@ -106,6 +115,24 @@ def shrunken_config(cfg: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
             elif isinstance(ids, list):
                 out[key] = [i if not isinstance(i, int) or i < VOCAB else VOCAB - 1 for i in ids]
     return out, said
+
+
+def _narrow_linear_attention(cfg: dict[str, Any], put: Any) -> None:
+    """A gated DeltaNet's heads and head dims narrowed (its torch path keeps fp32 chunk matrices
+    per value head: a full-width copy takes minutes a step on a CPU), the value heads still a
+    multiple of the key heads."""
+    keys, values = (cfg.get(k) for k in LINEAR_HEAD_KEYS)
+    if not (isinstance(keys, int) and isinstance(values, int) and keys > 0 and values > 0):
+        return
+    narrow_keys = min(keys, 2)
+    narrow_values = min(values, 2 * narrow_keys)
+    if narrow_values % narrow_keys:
+        narrow_values = narrow_keys
+    put("linear_num_key_heads", narrow_keys, "linear_num_key_heads")
+    put("linear_num_value_heads", narrow_values, "linear_num_value_heads")
+    for key in LINEAR_DIM_KEYS:
+        if isinstance(cfg.get(key), int) and cfg[key] > HEAD_DIM:
+            put(key, HEAD_DIM, key)
 
 
 def smoke_config(cfg: dict[str, Any]) -> tuple[dict[str, Any], str] | None:

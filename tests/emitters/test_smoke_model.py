@@ -60,3 +60,53 @@ def test_per_layer_lists_keep_a_layer_of_each_kind() -> None:
     small, _said = shrunken_config(cfg)
     assert small["mlp_layer_types"] == ["dense", "sparse"]
     assert small["layer_types"] == ["sliding_attention", "full_attention"]
+
+
+def test_a_hybrid_model_keeps_a_deltanet_and_an_attention_layer_narrowed() -> None:
+    """Qwen 3.5: the gated DeltaNet narrowed to 2 key and 4 value heads of 16 (its torch path on
+    a CPU took 3.5 minutes a step at full width), a DeltaNet layer and the attention layer kept;
+    LFM2's attention layer kept through full_attn_idxs."""
+    qwen = {
+        "model_type": "qwen3_5_text",
+        "hidden_size": 4096,
+        "intermediate_size": 12288,
+        "num_hidden_layers": 32,
+        "num_attention_heads": 16,
+        "num_key_value_heads": 4,
+        "head_dim": 256,
+        "vocab_size": 248320,
+        "linear_num_key_heads": 16,
+        "linear_num_value_heads": 32,
+        "linear_key_head_dim": 128,
+        "linear_value_head_dim": 128,
+        "layer_types": [
+            "linear_attention",
+            "linear_attention",
+            "linear_attention",
+            "full_attention",
+        ]
+        * 8,
+    }
+    small, said = shrunken_config(qwen)
+    assert small["layer_types"] == ["linear_attention", "full_attention"]
+    assert (small["linear_num_key_heads"], small["linear_num_value_heads"]) == (2, 4)
+    assert (small["linear_key_head_dim"], small["linear_value_head_dim"]) == (16, 16)
+    assert "linear_num_value_heads 32 -> 4" in said
+    spec = spec_from_hf_config(small, id="s")
+    assert spec.layer_mixers == "la"
+    odd = shrunken_config({**qwen, "linear_num_key_heads": 3, "linear_num_value_heads": 3})[0]
+    assert (odd["linear_num_key_heads"], odd["linear_num_value_heads"]) == (2, 2)
+    lfm2 = {
+        "model_type": "lfm2",
+        "hidden_size": 2048,
+        "num_hidden_layers": 16,
+        "num_attention_heads": 32,
+        "num_key_value_heads": 8,
+        "full_attn_idxs": [2, 5, 8, 10, 12, 15],
+    }
+    assert shrunken_config(lfm2)[0]["full_attn_idxs"] == [1]
+    moe = {**lfm2, "model_type": "lfm2_moe", "num_dense_layers": 2, "num_experts": 32}
+    moe["layer_types"] = ["conv", "conv", "full_attention", "conv"] * 4
+    small_moe = shrunken_config(moe)[0]
+    assert small_moe["num_dense_layers"] == 1 and small_moe["num_experts"] == 4
+    assert spec_from_hf_config(small_moe, id="m").moe_layers == 1
