@@ -29,6 +29,7 @@ FAMILY_MODULES = {
     "persimmon": "constraints.persimmon",
     "lfm2": "constraints.lfm2",
     "lfm2_moe": "constraints.lfm2",
+    "bamba": "constraints.bamba",
 }
 
 

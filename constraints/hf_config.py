@@ -18,7 +18,13 @@ from constraints.hf_config_fields import positive as _positive
 from constraints.hf_config_fields import probability as _probability
 from constraints.hf_config_llama import llama_like as _llama_like
 from constraints.hf_config_types import read_model_type
-from constraints.limits import excerpt, read_text, shown_path, strict_json
+from constraints.limits import (
+    NONFINITE_CONFIG_KEYS,
+    excerpt,
+    read_text,
+    shown_path,
+    strict_json,
+)
 from constraints.model_spec import LLAMA_LIKE, ModelSpec
 
 
@@ -302,7 +308,7 @@ def load_config_file(path: str | Path, family: str | None = None) -> ModelSpec:
         )
     text = read_text(p, "config.json")
     try:
-        cfg = strict_json(text, shown_path(p))
+        cfg = strict_json(text, shown_path(p), NONFINITE_CONFIG_KEYS)
     except FitplanError:
         _refuse_type_first(text, str(p), family)
         raise

@@ -210,10 +210,46 @@ def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return out
 
 
-def strict_json(text: str, where: str) -> Any:
-    """JSON as the standard defines it: no NaN/Infinity (Python's reader accepts them), no
-    duplicate keys (the last would silently win); nesting too deep for the parser is refused."""
+class _NonFinite:
+    """A NaN / Infinity literal, held until the key it sits under is known."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+
+#: config.json keys under which transformers' ``save_pretrained`` writes Python's non-finite
+#: literals (``json.dumps`` allows them): Mamba-2's ``time_step_limit`` default ``(0.0, inf)``
+#: (Mamba 2, Bamba, Granite 4, Falcon-H1, Nemotron-H); fitplan reads none of them
+NONFINITE_CONFIG_KEYS = frozenset({"time_step_limit"})
+
+
+def _placed_constants(value: Any, allowed: frozenset[str], key: str = "") -> Any:
+    """``value`` with each held literal made a float where it sits under an allowed key (at any
+    depth: a wrapper's text_config too), refused elsewhere."""
+    if isinstance(value, _NonFinite):
+        if key in allowed:
+            return float(value.name)
+        _refuse_constant(value.name)
+    if isinstance(value, dict):
+        return {k: _placed_constants(v, allowed, k) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_placed_constants(v, allowed, key) for v in value]
+    return value
+
+
+def strict_json(text: str, where: str, nonfinite_keys: frozenset[str] = frozenset()) -> Any:
+    """JSON as the standard defines it: no NaN/Infinity (Python's reader accepts them) but under
+    ``nonfinite_keys``, no duplicate keys (the last would silently win); nesting
+    too deep for the parser is refused."""
     try:
+        if nonfinite_keys:
+            loose = json.loads(
+                text,
+                parse_constant=_NonFinite,
+                parse_float=_finite_float,
+                object_pairs_hook=_no_duplicates,
+            )
+            return _placed_constants(loose, nonfinite_keys)
         return json.loads(
             text,
             parse_constant=_refuse_constant,

@@ -69,12 +69,24 @@ GEMMA = ("gemma", "gemma2", "gemma3_text", "vaultgemma")
 SUPPORTED_TYPES = sorted(
     LLAMA_LIKE
     | {"gpt2", "gpt_bigcode", "opt", "falcon", "gpt_neox", "phi", "cohere", "cohere2", "t5"}
-    | {"mt5", "bert", "gptj", "codegen", "gpt_neo", "bloom", "mpt", "persimmon", "lfm2", "lfm2_moe"}
+    | {
+        "mt5",
+        "bert",
+        "gptj",
+        "codegen",
+        "gpt_neo",
+        "bloom",
+        "mpt",
+        "persimmon",
+        "lfm2",
+        "lfm2_moe",
+        "bamba",
+    }
 )
 
 
 #: a token mixer's letter in ``layer_mixers`` -> the prefix of its layers' inventory block
-MIXER_BLOCK_PREFIX = {"a": "", "l": "linear-", "c": "conv-"}
+MIXER_BLOCK_PREFIX = {"a": "", "l": "linear-", "c": "conv-", "m": "mamba-"}
 
 
 @frozen(slots=True, kw_only=True)
@@ -178,7 +190,8 @@ class ModelSpec(Record):
     sliding_window: int | None = None
     #: one letter per decoder layer, its token mixer: ``a`` attention, ``l`` gated DeltaNet
     #: (Qwen3-Next, Qwen 3.5 ``layer_types``: constraints/gated_deltanet.py), ``c`` a gated
-    #: short convolution (LFM2: constraints/lfm2.py); "" = all attention
+    #: short convolution (LFM2: constraints/lfm2.py), ``m`` a Mamba-2 mixer (Bamba:
+    #: constraints/mamba2.py); "" = all attention
     layer_mixers: str = ""
     #: the gated DeltaNet's heads and head widths (``linear_num_key_heads`` …), the causal
     #: depthwise convolution's kernel of a mixer that has one (DeltaNet, LFM2's short conv;
@@ -191,6 +204,14 @@ class ModelSpec(Record):
     linear_conv_kernel: int = bounded(0, ge=0)
     linear_fused_proj: bool = False
     mixer_bias: bool = False
+    #: the Mamba-2 mixer: heads × head dim (the scan's width), B/C groups, state size, the
+    #: scan's chunk, and whether its conv has a bias (constraints/mamba2.py)
+    ssm_heads: int = bounded(0, ge=0)
+    ssm_head_dim: int = bounded(0, ge=0)
+    ssm_groups: int = bounded(0, ge=0)
+    ssm_state: int = bounded(0, ge=0)
+    ssm_chunk: int = bounded(0, ge=0)
+    ssm_conv_bias: bool = False
     #: what runs the delta rule: transformers' torch path (fp32 chunk matrices and a state per
     #: chunk saved), or flash-linear-attention's chunk kernel where ``fla`` is installed (the
     #: stack decides: searcher/search/stack.py)

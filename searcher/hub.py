@@ -98,11 +98,12 @@ def hub_config(repo_id: str, revision: str | None = None) -> tuple[Path, str]:
 
 
 def hub_model(text: str, family: str | None = None) -> ModelSpec:
-    from constraints.limits import read_text, strict_json
+    from constraints.limits import NONFINITE_CONFIG_KEYS, read_text, strict_json
 
     repo_id, _, revision = text.strip().partition("@")
     path, commit = hub_config(repo_id, revision or None)
-    cfg = strict_json(read_text(path, f"--model {repo_id}: the cached config.json"), str(path))
+    text = read_text(path, f"--model {repo_id}: the cached config.json")
+    cfg = strict_json(text, str(path), NONFINITE_CONFIG_KEYS)
     if not isinstance(cfg, dict):
         raise FitplanError(f"--model {repo_id}: the cached config.json is not a JSON object")
     name = f"{repo_id}@{commit[:12]}"

@@ -297,6 +297,12 @@ def assumed_lines(
         )
     if spec.linear_layers:
         out.append(gated_deltanet_phrase(spec))
+    if "m" in spec.layer_mixers:
+        mamba = spec.layer_mixers.count("m")
+        out.append(
+            f"Mamba-2 ({mamba} of {spec.layers} layers): transformers' torch path (mamba_ssm's "
+            "fused kernel, where installed, keeps less: not modelled)"
+        )
     if "loss" not in given and cfg.loss == "standard":
         out.append(
             LOSS_CHAIN_PHRASES[cfg.loss_chain].format(v=profile.versions["transformers"])

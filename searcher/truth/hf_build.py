@@ -74,11 +74,11 @@ def config_of(model: str) -> tuple[dict[str, Any], ModelSpec]:
     if p.is_dir():
         p = p / "config.json"
     if p.suffix == ".json" or p.exists():
-        from constraints.limits import read_text, strict_json
+        from constraints.limits import NONFINITE_CONFIG_KEYS, read_text, strict_json
         from constraints.models import load_config_file
 
         spec = load_config_file(p)
-        cfg = strict_json(read_text(p, "config.json"), str(p))
+        cfg = strict_json(read_text(p, "config.json"), str(p), NONFINITE_CONFIG_KEYS)
         return cfg, spec
     catalog_model(text)  # raises the 'unknown model … did you mean' error
     raise AssertionError  # pragma: no cover

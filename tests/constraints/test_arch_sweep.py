@@ -84,14 +84,30 @@ def test_multimodal_refusal_names_both_types() -> None:
     assert "not a family fitplan models" in str(err.value.hint)
 
 
-def test_infinity_in_an_unsupported_type_is_refused_for_the_type(tmp_path: Path) -> None:
-    """transformers' save_pretrained writes Python's Infinity (Mamba-2's time_step_limit)."""
+def test_infinity_where_save_pretrained_writes_it_is_read(tmp_path: Path) -> None:
+    """transformers' save_pretrained writes Python's Infinity (Mamba-2's time_step_limit, json.dumps
+    allows it): read there, refused anywhere else."""
     p = tmp_path / "config.json"
     p.write_text('{"model_type": "mamba2", "time_step_limit": [0.0, Infinity]}', encoding="utf-8")
     with pytest.raises(FitplanError, match="'mamba2' is not supported"):
         load_config_file(p)
+    bamba = {
+        "model_type": "bamba",
+        "hidden_size": 256,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "mamba_n_heads": 8,
+        "attn_layer_indices": [1],
+    }
+    text = json.dumps(bamba)[:-1] + ', "time_step_limit": [0.0, Infinity]}'
+    p.write_text(text, encoding="utf-8")
+    assert load_config_file(p).layer_mixers == "ma"
     p.write_text('{"model_type": "llama", "hidden_size": Infinity}', encoding="utf-8")
     with pytest.raises(FitplanError, match="Infinity is not a number"):
+        load_config_file(p)
+    p.write_text(text.replace('"attn_layer_indices": [1]', '"attn_layer_indices": [NaN]'))
+    with pytest.raises(FitplanError, match="NaN is not a number"):
         load_config_file(p)
 
 

@@ -123,6 +123,11 @@ QWEN_MOE = {"num_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size":
         # LFM2-MoE: a dense first layer, then sparse blocks (Parameter router, expert stacks
         # PEFT does not convert: not adapted)
         ("lfm2_moe", {**LFM2_MOE, "num_experts": 4, "num_experts_per_tok": 2}),
+        # Bamba: Mamba-2 layers (in_proj, out_proj; the conv, A_log, D, dt_bias are no Linear)
+        (
+            "bamba",
+            {"num_hidden_layers": 4, "attn_layer_indices": [1, 3], "mamba_n_heads": 8},
+        ),
     ],
 )
 @pytest.mark.parametrize("targets", ["all-linear", "attention"])

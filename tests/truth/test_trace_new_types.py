@@ -355,6 +355,19 @@ HYBRID = [
     # attention layers with per-head q/k norms; the convolution's biases on
     ("lfm2", {"num_hidden_layers": 4, "full_attn_idxs": [1, 3]}, KWS),
     ("lfm2", {"num_hidden_layers": 4, "full_attn_idxs": [1, 3], "conv_bias": True}, KWS[:1]),
+    # Bamba: Mamba-2 layers on transformers' torch path (fp32 chunked scan) beside attention
+    (
+        "bamba",
+        {
+            "num_hidden_layers": 4,
+            "attn_layer_indices": [1, 3],
+            "mamba_n_heads": 8,
+            "mamba_d_head": "auto",
+            "mamba_d_state": 32,
+            "mamba_chunk_size": 64,
+        },
+        KWS[:2],
+    ),
     (
         "lfm2_moe",
         {
@@ -369,13 +382,15 @@ HYBRID = [
 ]
 
 
-def test_gated_deltanet_layers_match_their_trace() -> None:
+def test_hybrid_layers_match_their_trace() -> None:
     """The gated DeltaNet layers on transformers' torch path (constraints/gated_deltanet.py
     ``mixer_saved``: fp32 chunk matrices and one recurrent state per chunk) beside gated
     attention layers. Seen when added: Qwen 3.5 +0.9 … +1.3 % (amp +1.2 %: under autocast the
     kernel's matmuls keep 16-bit copies where fitplan counts their fp32 inputs; twelve layers
     +1.0 %), Qwen 3.5 MoE −0.4 … −0.1 %, Qwen3-Next −0.4 … +0.7 %; LFM2 −0.1 … +0.3 % (eager
-    −7.4 % before its fp32 softmax was counted); LFM2-MoE −0.2 … +0.1 %. Before the tracer took its
+    −7.4 % before its fp32 softmax was counted); LFM2-MoE −0.2 … +0.1 %; Bamba −0.3 … −0.2 %
+    (+4.2 % before what only D's, A_log's and the gated norm's gradients need was dropped under
+    LoRA; amp, not held here, reads +7 %: autocast makes the scan's einsum copies 16-bit). Before the tracer took its
     two depths a period of the layer pattern apart, a 12-layer trace extrapolated from 3 and 4
     layers (one attention layer apart) and read 21 % below."""
     pytest.importorskip("peft")
