@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from constraints import gated_deltanet
+from constraints import gated_deltanet, mamba2
 from constraints.errors import FitplanError
 from constraints.hf_config_fields import int_field as _int
 from constraints.hf_config_fields import kv_heads as _kv_heads
@@ -52,6 +52,28 @@ def _switch(cfg: dict[str, Any], key: str, default: bool, where: str) -> bool:
 
 def _bias(cfg: dict[str, Any], key: str | None) -> bool:
     return bool(cfg.get(key, False)) if key else False
+
+
+def granite_hybrid(cfg: dict[str, Any], kwargs: dict[str, Any], where: str) -> None:
+    """Granite 4 (modeling_granitemoehybrid.py): Granite MoE's shared layer whose attention is a
+    Mamba-2 mixer where ``layer_types`` says (constraints/mamba2.py); with experts, the routed
+    MoE (a Parameter router) beside the fused ``shared_mlp``; with ``num_local_experts`` 0 the
+    shared MLP alone (``input_linear`` h → 2·I, ``output_linear``)."""
+    kwargs.update(mamba2.read(cfg, kwargs["hidden"], where))
+    kwargs["layer_mixers"] = mamba2.mixers(cfg, kwargs["layers"], where)
+    shared = _int(cfg, "shared_intermediate_size", where=where, default=1024)
+    routed = _int(cfg, "num_local_experts", where=where, default=8)
+    if not routed:
+        kwargs["intermediate"] = shared
+        kwargs["fused_gate_up"] = True
+        return
+    kwargs["router_linear"] = False
+    kwargs["num_experts"] = routed
+    kwargs["experts_per_token"] = _int(cfg, "num_experts_per_tok", where=where, default=2)
+    kwargs["moe_intermediate"] = kwargs["intermediate"]
+    kwargs["shared_experts"] = 1
+    kwargs["shared_expert_intermediate"] = shared
+    kwargs["shared_expert_fused"] = True
 
 
 def llama_like(
@@ -129,7 +151,9 @@ def llama_like(
     if model_type in ("gemma2", "gemma3_text", "vaultgemma"):
         kwargs["attn_softcap"] = float(cfg.get("attn_logit_softcapping") or 0.0)
         kwargs["final_softcap"] = float(cfg.get("final_logit_softcapping") or 0.0)
-    if model_type in ("mixtral", "granitemoe", "granitemoeshared", "phimoe"):
+    if model_type == "granitemoehybrid":
+        granite_hybrid(cfg, kwargs, where)
+    elif model_type in ("mixtral", "granitemoe", "granitemoeshared", "phimoe"):
         # modeling_granitemoe.py: Mixtral's layer, the router a bare Parameter (F.linear in the
         # compute dtype, the logits then fp32); its multipliers scale without saving anything
         kwargs["router_linear"] = model_type in ("mixtral", "phimoe")

@@ -51,6 +51,14 @@ ABSENT_DEFAULTS: dict[str, dict[str, float | str]] = {
     # Qwen3NextConfig / Qwen3_5TextConfig / Qwen3_5MoeTextConfig (a Qwen 3.5 checkpoint's
     # text_config may leave them to the class); the MoE text config has no intermediate_size:
     # every layer's MLP is the MoE block
+    # GraniteMoeHybridConfig (configuration_granitemoehybrid.py)
+    "granitemoehybrid": {
+        "hidden_size": 4096,
+        "intermediate_size": 11008,
+        "num_hidden_layers": 32,
+        "num_attention_heads": 32,
+        "vocab_size": 32000,
+    },
     "qwen3_next": {
         **QWEN3_NEXT_SHAPE,
         "num_key_value_heads": 2,

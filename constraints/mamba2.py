@@ -17,6 +17,7 @@ from typing import Any
 from constraints.errors import FitplanError
 from constraints.hf_config_fields import int_field as _int
 from constraints.hf_config_fields import positive as _positive
+from constraints.limits import excerpt
 from constraints.model_spec import ModelSpec
 from constraints.param_groups import ParamGroup, _linear
 from constraints.saved_tensors import Saved
@@ -62,6 +63,26 @@ def read(cfg: dict[str, Any], hidden: int, where: str) -> dict[str, Any]:
         "ssm_conv_bias": bool(cfg.get("mamba_conv_bias", True)),
         "mixer_bias": bool(cfg.get("mamba_proj_bias", False)),
     }
+
+
+#: transformers' layer_types names of a Mamba layer and of an attention layer, the legacy ones
+#: too (configuration_utils.py ``_LEGACY_LAYER_TYPE_REMAP``: "mamba", "attention")
+MAMBA_TYPES, ATTENTION_TYPES = ("linear_attention", "mamba"), ("full_attention", "attention")
+
+
+def mixers(cfg: dict[str, Any], layers: int, where: str) -> str:
+    """``layer_mixers`` from ``layer_types`` (Granite 4's ``layers_block_type`` too); without
+    one, every layer is Mamba (GraniteMoeHybridConfig's default)."""
+    kinds = cfg.get("layer_types", cfg.get("layers_block_type"))
+    if kinds is None:
+        return "m" * layers
+    known = set(MAMBA_TYPES) | set(ATTENTION_TYPES)
+    if not isinstance(kinds, list) or len(kinds) != layers or not set(kinds) <= known:
+        raise FitplanError(
+            f"{where}: layer_types must list 'mamba' / 'linear_attention' or 'attention' / "
+            f"'full_attention' for each of the {layers} layers, got {excerpt(kinds)}"
+        )
+    return "".join("m" if k in MAMBA_TYPES else "a" for k in kinds)
 
 
 def _widths(spec: ModelSpec) -> tuple[int, int, int]:

@@ -61,6 +61,7 @@ LLAMA_LIKE = {
     "qwen3_next",
     "qwen3_5_text",
     "qwen3_5_moe_text",
+    "granitemoehybrid",
 }
 #: Gemma's layers: GELU-tanh, RMSNorm computing ``x̂ · (1 + w)`` in fp32; Gemma 2 and 3 add a norm
 #: after attention and around the MLP (four per layer); Gemma 3 adds per-head q/k norms

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from functools import cache
 
-from constraints import gated_deltanet
+from constraints import gated_deltanet, mamba2
 from constraints.family_modules import family_module
 from constraints.model_spec import ModelSpec
 from constraints.param_groups import ParamGroup, ParamInventory, _linear, _norm
@@ -124,13 +124,15 @@ def _llama_like(spec: ModelSpec) -> ParamInventory:
         ParamGroup("embed_tokens", "embedding", spec.vocab * h, role="embedding")
     ]
     kinds = [spec.layer_block(i) for i in range(spec.layers)]
-    for block in ("dense", "moe", "linear-dense", "linear-moe"):
+    for block in ("dense", "moe", "linear-dense", "linear-moe", "mamba-dense", "mamba-moe"):
         n = kinds.count(block)
         if not n:
             continue
         blocks[block] = n
         if block.startswith("linear"):
             groups += gated_deltanet.param_groups(spec, block)
+        elif block.startswith("mamba"):
+            groups += mamba2.param_groups(spec, block)
         else:
             groups += _llama_attention(spec, block)
         groups += _norm("layer_norms", spec, h, block, per_block=spec.norms_per_layer)

@@ -6,7 +6,7 @@ dtype kind, following Korthikanti et al. (2022); :func:`layer_saved` picks a fam
 
 from __future__ import annotations
 
-from constraints import gated_deltanet
+from constraints import gated_deltanet, mamba2
 from constraints.family_modules import family_module
 from constraints.model_spec import ModelSpec
 from constraints.saved_tensors import (
@@ -20,13 +20,15 @@ from constraints.saved_tensors import (
 )
 
 
-def _llama_layer(spec: ModelSpec, moe: bool, linear: bool = False) -> list[Saved]:
+def _llama_layer(spec: ModelSpec, moe: bool, mixer: str = "") -> list[Saved]:
     h, q, kv = spec.hidden, spec.q_width, spec.kv_width
     s: list[Saved] = []
     if not spec.post_norm:
         s += _norm(spec, "input_layernorm", h)
-    if linear:
+    if mixer == "linear":
         s += gated_deltanet.mixer_saved(spec)
+    elif mixer == "mamba":
+        s += mamba2.mixer_saved(spec)
     elif spec.is_mla:
         q_in = ("self_attn.q_a_proj",) if spec.q_lora_rank else ("self_attn.q_proj",)
         s.append(
@@ -387,7 +389,8 @@ def layer_saved(spec: ModelSpec, block: str) -> list[Saved]:
         return s + _t5_ff(spec, stack)
     if spec.arch == "raw":
         return _raw_layer(spec)
-    return _llama_layer(spec, moe=block.endswith("moe"), linear=block.startswith("linear"))
+    mixer = block.rsplit("-", 1)[0] if "-" in block else ""
+    return _llama_layer(spec, moe=block.endswith("moe"), mixer=mixer)
 
 
 def _output_gate(q: int) -> list[Saved]:

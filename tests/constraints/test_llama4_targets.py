@@ -91,6 +91,12 @@ LFM2_MOE = {
     "num_dense_layers": 1,
     "moe_intermediate_size": 64,
 }
+GRANITE_HYBRID = {
+    "num_hidden_layers": 4,
+    "layer_types": ["mamba", "attention", "mamba", "attention"],
+    "mamba_n_heads": 8,
+    "shared_intermediate_size": 96,
+}
 QWEN_MOE = {"num_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 64}
 
 
@@ -123,6 +129,10 @@ QWEN_MOE = {"num_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size":
         # LFM2-MoE: a dense first layer, then sparse blocks (Parameter router, expert stacks
         # PEFT does not convert: not adapted)
         ("lfm2_moe", {**LFM2_MOE, "num_experts": 4, "num_experts_per_tok": 2}),
+        # Granite 4: Granite MoE's shared layers with Mamba-2 mixers; without experts, the
+        # fused shared MLP alone
+        ("granitemoehybrid", {**GRANITE_HYBRID, "num_local_experts": 4}),
+        ("granitemoehybrid", {**GRANITE_HYBRID, "num_local_experts": 0}),
         # Bamba: Mamba-2 layers (in_proj, out_proj; the conv, A_log, D, dt_bias are no Linear)
         (
             "bamba",
