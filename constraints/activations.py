@@ -60,6 +60,7 @@ def activation_arrays(spec: ModelSpec, batch: ConfigBatch) -> dict[str, np.ndarr
         "mask": np.ones(n),
         "cast16": np.where(b_c >= 4, 0.0, b_c),
         "autocast16": np.where(batch.autocast & (b_c < 4), b_c, 0.0),
+        "matmul32": np.where(batch.autocast, b_c, C.FP32_BYTES),
     }
     tokens = (batch.micro_batch * batch.seq_len).astype(np.float64)
     s = batch.seq_len.astype(np.float64)

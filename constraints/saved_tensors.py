@@ -12,7 +12,9 @@ What a tensor costs depends on the run (its ``dtype`` kind):
   OPT-1.3B LoRA fp32 eager 8 × 8192 held one fp32 probability tensor per layer, not two);
 - ``mask``: dropout masks, 1 byte per element;
 - ``autocast16``: the 16-bit copy autocast makes of an fp32 input to a matmul (the compute dtype's
-  bytes under autocast, none otherwise).
+  bytes under autocast, none otherwise);
+- ``matmul32``: a matmul's operand copy or output in code that computes in fp32 (the Mamba-2
+  scan's einsums): fp32, but the compute dtype under autocast, which casts the operands first.
 """
 
 from __future__ import annotations
@@ -22,7 +24,9 @@ from typing import Literal
 from constraints.frozen import frozen
 from constraints.model_spec import LLAMA_LIKE, ModelSpec
 
-DKind = Literal["compute", "residual", "fp32", "softmax", "mask", "cast16", "autocast16"]
+DKind = Literal[
+    "compute", "residual", "fp32", "softmax", "mask", "cast16", "autocast16", "matmul32"
+]
 DKINDS: tuple[DKind, ...] = (
     "compute",
     "residual",
@@ -31,6 +35,7 @@ DKINDS: tuple[DKind, ...] = (
     "mask",
     "cast16",
     "autocast16",
+    "matmul32",
 )
 
 

@@ -220,6 +220,7 @@ def trace_mode(
         "softmax": 4.0 if dtype == "fp32" else 2.0,
         "cast16": 0.0 if dtype == "fp32" else 2.0,
         "autocast16": 0.0,  # the layer trace runs without autocast
+        "matmul32": 4.0,
         "mask": 1.0,
     }
     analytic = {
