@@ -30,6 +30,7 @@ FAMILY_MODULES = {
     "lfm2": "constraints.lfm2",
     "lfm2_moe": "constraints.lfm2",
     "bamba": "constraints.bamba",
+    "nemotron_h": "constraints.nemotron_h",
 }
 
 

@@ -47,14 +47,18 @@ def recurrent_state_bytes(spec: ModelSpec, sequences: int, conv_bytes: float = 2
     """What the layers without attention cache per sequence, whatever its length, bytes: a gated
     DeltaNet its fp32 recurrent state (H_v · d_k · d_v: torch_chunk_gated_delta_rule's
     ``last_recurrent_state`` is fp32) and its convolution's last K − 1 inputs, LFM2's short
-    convolution those inputs alone (the model's dtype)."""
+    convolution those inputs alone (the model's dtype), a Mamba-2 mixer its fp32 H · P · N state
+    (Nemotron-H's ``mamba_ssm_cache_dtype`` default) and its conv window."""
     key = spec.linear_key_heads * spec.linear_key_head_dim
     conv = 2 * key + spec.linear_value_heads * spec.linear_value_head_dim
     state = spec.linear_value_heads * spec.linear_key_head_dim * spec.linear_value_head_dim * 4.0
     window = (spec.linear_conv_kernel - 1) * conv_bytes
     deltanet = spec.linear_layers * (state + conv * window)
     short_conv = spec.layer_mixers.count("c") * spec.hidden * window
-    return sequences * (deltanet + short_conv)
+    inner = spec.ssm_heads * spec.ssm_head_dim
+    ssm = inner * spec.ssm_state * 4.0 + (inner + 2 * spec.ssm_groups * spec.ssm_state) * window
+    mamba = spec.layer_mixers.count("m") * ssm
+    return sequences * (deltanet + short_conv + mamba)
 
 
 def prefill_workspace_bytes(spec: ModelSpec, tokens: int, sequences: int, tp: int = 1) -> float:

@@ -169,6 +169,13 @@ def lora_target_groups(spec: ModelSpec, targets: str) -> list[ParamGroup]:
         )
     if mapping and any(n in mapping for n in names):
         return _converted(spec, names, mapping)
+    refused = sorted(set(names) & PEFT_MAMBA_REFUSED) if _peft_mamba(spec) else []
+    if refused:
+        raise FitplanError(
+            f"PEFT refuses LoRA on {', '.join(refused)} of a {spec.config_type or spec.family} "
+            "model (Mamba-based: _check_lora_target_modules_mamba)",
+            "leave them out: e.g. --lora-targets all-linear, which fitplan writes without them",
+        )
     found = [n for n in names if n in modules]
     if not found:
         # PEFT raises only when no target matches; names that match nothing are ignored
@@ -180,12 +187,25 @@ def lora_target_groups(spec: ModelSpec, targets: str) -> list[ParamGroup]:
     return [g for n in found for g in modules[n]]
 
 
+#: model types on which PEFT refuses LoRA on the Mamba mixer's out_proj and conv1d (peft 0.21.2
+#: tuners/tuners_utils.py ``_check_lora_target_modules_mamba``: ValueError, all-linear included)
+PEFT_MAMBA_TYPES = frozenset({"falcon_h1", "mamba", "mamba2", "falcon_mamba", "nemotron_h"})
+PEFT_MAMBA_REFUSED = frozenset({"out_proj", "conv1d"})
+
+
+def _peft_mamba(spec: ModelSpec) -> bool:
+    return (spec.config_type or spec.family) in PEFT_MAMBA_TYPES
+
+
 def _targetable(spec: ModelSpec) -> dict[str, list[ParamGroup]]:
     """The linears PEFT can wrap, by leaf name: not the expert stacks nor the routers of an MoE
     layer (transformers 5's are Parameters, not nn.Linear: :data:`PEFT_MOE_NAMES`), save the
-    shared expert's gate (an nn.Linear: Qwen2-MoE's ``shared_expert_gate``)."""
+    shared expert's gate (an nn.Linear: Qwen2-MoE's ``shared_expert_gate``); not what PEFT
+    refuses on a Mamba-based type (:data:`PEFT_MAMBA_REFUSED`)."""
     out: dict[str, list[ParamGroup]] = {}
     for name, groups in inventory(spec).linear_modules().items():
+        if name in PEFT_MAMBA_REFUSED and _peft_mamba(spec):
+            continue
         kept = [
             g
             for g in groups
@@ -203,7 +223,7 @@ def peft_target_modules(spec: ModelSpec, targets: str) -> str | list[str]:
     attn.c_proj vs mlp.c_proj); a user's list verbatim (PEFT matches it). What the emitted
     scripts and the step tracer hand to PEFT, so that both run the adapters counted."""
     key = targets.strip().lower()
-    if key == "all-linear" and spec.router_adaptable:
+    if key == "all-linear" and spec.router_adaptable and not _peft_mamba(spec):
         return "all-linear"
     if key not in ("all-linear", "attention", "default"):
         return [n.strip() for n in targets.split(",") if n.strip()]

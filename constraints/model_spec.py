@@ -82,12 +82,15 @@ SUPPORTED_TYPES = sorted(
         "lfm2",
         "lfm2_moe",
         "bamba",
+        "nemotron_h",
     }
 )
 
 
 #: a token mixer's letter in ``layer_mixers`` -> the prefix of its layers' inventory block
 MIXER_BLOCK_PREFIX = {"a": "", "l": "linear-", "c": "conv-", "m": "mamba-"}
+#: Nemotron-H's blocks without a token mixer: ``f`` an MLP alone, ``e`` an MoE alone
+SINGLE_BLOCKS = {"f": "ffn", "e": "experts"}
 
 
 @frozen(slots=True, kw_only=True)
@@ -152,6 +155,9 @@ class ModelSpec(Record):
     #: the shared experts' gate and up projections are one Linear (Granite MoE's
     #: ``shared_mlp.input_linear``, 2·I wide, then ``output_linear``)
     shared_expert_fused: bool = False
+    #: the routed experts run in a narrower latent space (Nemotron-H ``moe_latent_size``: the
+    #: tokens projected down to it before the experts and back after); 0 = the hidden width
+    moe_latent: int = bounded(0, ge=0)
     first_dense_layers: int = 0
     moe_every: int = 1
     router_bias_param: bool = False
@@ -192,7 +198,8 @@ class ModelSpec(Record):
     #: one letter per decoder layer, its token mixer: ``a`` attention, ``l`` gated DeltaNet
     #: (Qwen3-Next, Qwen 3.5 ``layer_types``: constraints/gated_deltanet.py), ``c`` a gated
     #: short convolution (LFM2: constraints/lfm2.py), ``m`` a Mamba-2 mixer (Bamba:
-    #: constraints/mamba2.py); "" = all attention
+    #: constraints/mamba2.py); Nemotron-H's blocks also ``f`` an MLP, ``e`` an MoE
+    #: (constraints/nemotron_h.py); "" = all attention
     layer_mixers: str = ""
     #: the gated DeltaNet's heads and head widths (``linear_num_key_heads`` …), the causal
     #: depthwise convolution's kernel of a mixer that has one (DeltaNet, LFM2's short conv;
@@ -275,6 +282,8 @@ class ModelSpec(Record):
         """Whether decoder layer ``index`` has routed experts (DeepSeek dense-first, Qwen sparse step)."""
         if not self.is_moe:
             return False
+        if "e" in self.layer_mixers:  # Nemotron-H: the MoE blocks are listed
+            return index < len(self.layer_mixers) and self.layer_mixers[index] == "e"
         return index >= self.first_dense_layers and (index + 1) % self.moe_every == 0
 
     def linear_layer(self, index: int) -> bool:
@@ -293,8 +302,10 @@ class ModelSpec(Record):
     def layer_block(self, index: int) -> str:
         """The inventory block of decoder layer ``index``: its MLP ('dense' / 'moe'), prefixed
         by its mixer where that is not attention ('linear-': gated DeltaNet, 'conv-': LFM2)."""
-        mlp = "moe" if self.moe_layer(index) else "dense"
         mixer = self.layer_mixers[index] if index < len(self.layer_mixers) else "a"
+        if mixer in SINGLE_BLOCKS:
+            return SINGLE_BLOCKS[mixer]
+        mlp = "moe" if self.moe_layer(index) else "dense"
         return MIXER_BLOCK_PREFIX[mixer] + mlp
 
     @property

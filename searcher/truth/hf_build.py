@@ -84,11 +84,30 @@ def config_of(model: str) -> tuple[dict[str, Any], ModelSpec]:
     raise AssertionError  # pragma: no cover
 
 
+#: configs whose depth is the length of their list of blocks (Nemotron-H: num_hidden_layers is
+#: deprecated there and ignored)
+BLOCK_LIST_KEYS = ("layers_block_type",)
+
+
+def depth_of(cfg: dict[str, Any]) -> int:
+    """The config's decoder depth: its layer count, or the length of its list of blocks."""
+    for key in BLOCK_LIST_KEYS:
+        if isinstance(cfg.get(key), list):
+            return len(cfg[key])
+    model_type = str(cfg.get("model_type", "")).lower()
+    return int(cfg[LAYER_KEYS.get(model_type, ("num_hidden_layers",))[0]])
+
+
 def with_layers(cfg: dict[str, Any], layers: int | None) -> dict[str, Any]:
     """The same config with ``layers`` blocks (per stack); MoE dense-first layers are kept."""
     if not layers:
         return dict(cfg)
     out = dict(cfg)
+    for key in BLOCK_LIST_KEYS:
+        if isinstance(cfg.get(key), list):
+            out[key] = cfg[key][:layers]
+            out["num_hidden_layers"] = len(out[key])
+            return out
     model_type = str(cfg.get("model_type", "")).lower()
     keys = LAYER_KEYS.get(model_type, ("num_hidden_layers",))
     dense_first = int(cfg.get("first_k_dense_replace", 0) or 0)

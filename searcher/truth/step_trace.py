@@ -347,11 +347,9 @@ def trace_depths(spec: ModelSpec) -> tuple[int, int]:
 
 
 def _depth_of(cfg_dict: dict[str, Any]) -> int:
-    from searcher.truth.hf_build import LAYER_KEYS
+    from searcher.truth.hf_build import depth_of
 
-    model_type = str(cfg_dict.get("model_type", "")).lower()
-    key = LAYER_KEYS.get(model_type, ("num_hidden_layers",))[0]
-    return int(cfg_dict[key])
+    return depth_of(cfg_dict)
 
 
 def trace_step(

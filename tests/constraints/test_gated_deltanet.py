@@ -135,3 +135,22 @@ def test_the_stack_decides_the_kernel() -> None:
     assert with_stack_kernels(fla, Stack(frozenset(), "--stack")).delta_rule_kernel == "torch"
     llama = spec_from_hf_config({**QWEN35, "model_type": "llama"}, id="l")
     assert with_stack_kernels(llama, Stack(frozenset({"flash-linear-attention"}), "x")) is llama
+
+
+def test_a_mamba_layer_caches_its_ssm_state_per_sequence() -> None:
+    """Bamba-like: 128 heads × 64 × state 256 in fp32, and the conv's last 3 columns of
+    8,192 + 2 · 256 channels in bf16, per Mamba layer and sequence; K/V for the 2 attention layers."""
+    from constraints.inference import kv_cache_bytes, recurrent_state_bytes
+
+    bamba = {
+        "model_type": "bamba",
+        "hidden_size": 4096,
+        "num_hidden_layers": 4,
+        "num_attention_heads": 32,
+        "num_key_value_heads": 8,
+        "attn_layer_indices": [1, 3],
+    }
+    spec = spec_from_hf_config(bamba, id="b")
+    per_layer = 128 * 64 * 256 * 4 + (8192 + 2 * 256) * 3 * 2
+    assert recurrent_state_bytes(spec, 2) == 2 * 2 * per_layer
+    assert kv_cache_bytes(spec, 10) == 10 * 2 * 2 * 8 * 128 * 2

@@ -97,6 +97,15 @@ GRANITE_HYBRID = {
     "mamba_n_heads": 8,
     "shared_intermediate_size": 96,
 }
+NEMOTRON_H = {
+    "layers_block_type": ["linear_attention", "moe", "full_attention", "mlp"],
+    "mamba_num_heads": 8,
+    "mamba_head_dim": 32,
+    "n_groups": 2,
+    "n_routed_experts": 4,
+    "moe_intermediate_size": 64,
+    "moe_shared_expert_intermediate_size": 96,
+}
 QWEN_MOE = {"num_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 64}
 
 
@@ -133,6 +142,10 @@ QWEN_MOE = {"num_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size":
         # fused shared MLP alone
         ("granitemoehybrid", {**GRANITE_HYBRID, "num_local_experts": 4}),
         ("granitemoehybrid", {**GRANITE_HYBRID, "num_local_experts": 0}),
+        # Nemotron-H: one mixer per block (Mamba-2, attention, MLP, MoE); PEFT refuses the
+        # Mamba out_proj there, so all-linear is written as the other names
+        ("nemotron_h", {**NEMOTRON_H}),
+        ("nemotron_h", {**NEMOTRON_H, "moe_latent_size": 64}),
         # Bamba: Mamba-2 layers (in_proj, out_proj; the conv, A_log, D, dt_bias are no Linear)
         (
             "bamba",
@@ -161,3 +174,26 @@ def test_lora_count_is_what_peft_builds_on_moe_types(
     peft_model = get_peft_model(model, LoraConfig(r=8, target_modules=modules))
     built = sum(p.numel() for p in peft_model.parameters() if p.requires_grad)
     assert lora_params(spec, 8, targets) == built
+
+
+def test_peft_refuses_the_mamba_out_proj_of_nemotron_h_and_fitplan_says_so() -> None:
+    """PEFT's _check_lora_target_modules_mamba raises for out_proj / conv1d on the Mamba-based
+    types (constraints/lora_targets.py PEFT_MAMBA_TYPES): the installed PEFT must agree, and
+    fitplan refuses those names in one line and writes all-linear without them."""
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("peft")
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    from constraints.errors import FitplanError
+
+    cfg = {"model_type": "nemotron_h", **SMALL_MOE, **NEMOTRON_H}
+    config = AutoConfig.for_model("nemotron_h", **{**SMALL_MOE, **NEMOTRON_H})
+    with torch.device("meta"):
+        model = AutoModelForCausalLM.from_config(config)
+    with pytest.raises(ValueError, match="incompatible with Mamba-based models"):
+        get_peft_model(model, LoraConfig(r=8, target_modules=["out_proj"]))
+    spec = spec_from_hf_config(cfg, id="nemotron-h")
+    with pytest.raises(FitplanError, match="PEFT refuses LoRA on out_proj"):
+        lora_params(spec, 8, "in_proj,out_proj")
+    assert "out_proj" not in peft_target_modules(spec, "all-linear")

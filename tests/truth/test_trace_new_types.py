@@ -355,6 +355,21 @@ GRANITE_HYBRID = {
     "mamba_chunk_size": 64,
     "shared_intermediate_size": 512,
 }
+NEMOTRON_H = {
+    "head_dim": 64,
+    "layers_block_type": ["linear_attention", "full_attention", "mlp", "linear_attention"],
+    "mamba_num_heads": 8,
+    "mamba_head_dim": 64,
+    "n_groups": 2,
+    "ssm_state_size": 32,
+    "chunk_size": 64,
+}
+NEMOTRON_MOE = {
+    "n_routed_experts": 8,
+    "num_experts_per_tok": 2,
+    "moe_intermediate_size": 256,
+    "moe_shared_expert_intermediate_size": 256,
+}
 QWEN_NEXT_MOE = {**MOE, "num_experts": 8, "shared_expert_intermediate_size": 256}
 HYBRID = [
     ("qwen3_5_text", GATED_DELTANET, KWS),
@@ -383,6 +398,24 @@ HYBRID = [
     # "mamba" / "attention" names); with routed experts, and the dense variant
     ("granitemoehybrid", {**GRANITE_HYBRID, "num_local_experts": 8}, KWS[:2]),
     ("granitemoehybrid", {**GRANITE_HYBRID, "num_local_experts": 0}, KWS[::2]),
+    # Nemotron-H: one mixer per block — Mamba-2, attention without rotary, relu² MLP, and an
+    # MoE (fp32 sigmoid router, non-gated experts, a shared MLP), with a latent projection too
+    ("nemotron_h", NEMOTRON_H, KWS),
+    (
+        "nemotron_h",
+        {**NEMOTRON_H, **NEMOTRON_MOE, "layers_block_type": ["linear_attention", "moe"] * 2},
+        KWS[:2],
+    ),
+    (
+        "nemotron_h",
+        {
+            **NEMOTRON_H,
+            **NEMOTRON_MOE,
+            "moe_latent_size": 128,
+            "layers_block_type": ["linear_attention", "moe", "full_attention", "moe"],
+        },
+        KWS[:1],
+    ),
     (
         "lfm2_moe",
         {
@@ -407,7 +440,7 @@ def test_hybrid_layers_match_their_trace() -> None:
     (+4.2 % before what only D's, A_log's and the gated norm's gradients need was dropped under
     LoRA; amp +1.2 %, +7.0 % before the scan's einsum copies were 16-bit under autocast: the
     ``matmul32`` kind);
-    Granite 4 −0.4 … −0.2 %. Before the tracer took its
+    Granite 4 −0.4 … −0.2 %; Nemotron-H −0.3 … +1.6 % (amp +1.6 %). Before the tracer took its
     two depths a period of the layer pattern apart, a 12-layer trace extrapolated from 3 and 4
     layers (one attention layer apart) and read 21 % below."""
     pytest.importorskip("peft")
