@@ -96,7 +96,9 @@ def transformers_count(
     from transformers import AutoConfig
     from verify_catalog_with_transformers import count_parameters
 
-    config = AutoConfig.for_model(model_type, **{**BUILDABLE.get(model_type, {}), **(overrides or {})})
+    config = AutoConfig.for_model(
+        model_type, **{**BUILDABLE.get(model_type, {}), **(overrides or {})}
+    )
     errors = []
     for auto in _auto_classes(encoder):
         if type(config) not in auto._model_mapping:
