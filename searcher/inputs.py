@@ -104,12 +104,11 @@ def model_from_args(args: argparse.Namespace) -> ModelSpec:
             raise FitplanError(
                 f"{', '.join(extra)} only apply to raw numbers (--params), not to --model"
             )
-        from searcher.cli.stack import stack_of
         from searcher.hub import resolve_any_model
-        from searcher.search.stack import with_stack_kernels
+        from searcher.search.stack import resolve_stack, with_stack_kernels
 
         spec = resolve_any_model(args.model, family=getattr(args, "family", None))
-        return with_stack_kernels(spec, stack_of(args))
+        return with_stack_kernels(spec, resolve_stack(getattr(args, "stack", None)))
     if getattr(args, "family", None) is not None:
         raise FitplanError(
             "--family applies to a config.json given with --model, not to raw numbers"

@@ -19,8 +19,7 @@ from searcher.search.stack import (
     KNOWN_PACKAGES,
     NONE,
     Stack,
-    detect_stack,
-    parse_stack,
+    resolve_stack,
 )
 
 if TYPE_CHECKING:
@@ -56,8 +55,7 @@ def add_versions_arg(p: argparse.ArgumentParser | argparse._ArgumentGroup) -> No
 def stack_of(args: argparse.Namespace) -> Stack:
     """The stack the command plans for: ``--stack`` parsed (a bad name exits 2 through the
     FitplanError handler, before any work), else what is importable here."""
-    text = getattr(args, "stack", None)
-    return parse_stack(text) if text is not None else detect_stack()
+    return resolve_stack(getattr(args, "stack", None))
 
 
 def stack_line(stack: Stack) -> str:

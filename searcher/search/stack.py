@@ -129,6 +129,11 @@ def with_stack_kernels(spec: ModelSpec, stack: Stack) -> ModelSpec:
     )
 
 
+def resolve_stack(text: str | None) -> Stack:
+    """``--stack``'s value parsed (a bad name refused), or what is importable here."""
+    return parse_stack(text) if text is not None else detect_stack()
+
+
 def detect_stack() -> Stack:
     """What is importable in this Python: ``importlib.util.find_spec``, which finds a package
     without importing it (the CLI stays fast; nothing heavy loads)."""
