@@ -17,9 +17,20 @@ from constraints.hf_config_fields import int_field as _int
 from constraints.hf_config_fields import positive as _positive
 from constraints.limits import excerpt
 from constraints.model_spec import ModelSpec
-from constraints.param_groups import ParamGroup, ParamInventory, _linear, _norm
+from constraints.param_groups import (
+    ParamGroup,
+    ParamInventory,
+    _norm,
+    attention_projections,
+    untied_head,
+)
 from constraints.param_mlp import gated_mlp
-from constraints.saved_tensors import Saved, _attention_core, _gated_mlp
+from constraints.saved_tensors import (
+    Saved,
+    _gated_mlp,
+    linear_input,
+    projected_attention,
+)
 from constraints.saved_tensors import _norm as _norm_saved
 
 
@@ -73,7 +84,7 @@ def read(cfg: dict[str, Any], common: dict[str, Any], where: str, model_type: st
 
 
 def inventory(spec: ModelSpec) -> ParamInventory:
-    h, q, kv = spec.hidden, spec.q_width, spec.kv_width
+    h = spec.hidden
     blocks = {"dense": spec.attention_layers, "mamba-dense": spec.layers - spec.attention_layers}
     blocks = {b: n for b, n in blocks.items() if n}
     groups = [ParamGroup("embed_tokens", "embedding", spec.vocab * h, role="embedding")]
@@ -83,45 +94,22 @@ def inventory(spec: ModelSpec) -> ParamInventory:
         if b.startswith("mamba"):
             groups += mamba2.param_groups(spec, b)
             continue
-        bias, o_bias = spec.qkv_bias, spec.o_bias
-        groups += [
-            *_linear("self_attn.q_proj", "q_proj", h, q, block=b, role="attention", bias=bias),
-            *_linear("self_attn.k_proj", "k_proj", h, kv, block=b, role="attention", bias=bias),
-            *_linear("self_attn.v_proj", "v_proj", h, kv, block=b, role="attention", bias=bias),
-            *_linear("self_attn.o_proj", "o_proj", q, h, block=b, role="attention", bias=o_bias),
-        ]
+        groups += attention_projections(spec, "self_attn", b)
     groups += _norm("final_layernorm", spec, h, "")
-    if not spec.tie_embeddings:
-        groups.append(
-            ParamGroup("lm_head", "lm_head", spec.vocab * h, role="head", d_in=h, d_out=spec.vocab)
-        )
+    groups += untied_head(spec)
     return ParamInventory(spec.id, tuple(groups), blocks)
-
-
-def layer(spec: ModelSpec) -> list[Saved]:
-    return block_layer(spec, "dense")
 
 
 def block_layer(spec: ModelSpec, block: str) -> list[Saved]:
     """What a layer of ``block`` saves: attention ('dense') or the Mamba-2 mixer
     ('mamba-dense'), then the MLP."""
-    h, q, kv = spec.hidden, spec.q_width, spec.kv_width
+    h = spec.hidden
     s = _norm_saved(spec, "input_layernorm", h)
     if block.startswith("mamba"):
         s += mamba2.mixer_saved(spec)
     else:
-        qkv = ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj")
-        s.append(
-            Saved(
-                "q/k/v projection input (normed hidden)",
-                h,
-                "compute",
-                inputs_of=qkv,
-                tp_split=False,
-            )
-        )
-        s += _attention_core(spec, q, kv, kv, "self_attn.o_proj")
+        s += projected_attention(spec, "self_attn")
     s += _norm_saved(spec, "pre_ff_layernorm", h)
     up = ("feed_forward.gate_proj", "feed_forward.up_proj")
-    s.append(Saved("gate/up input (normed hidden)", h, "compute", inputs_of=up, tp_split=False))
+    s.append(linear_input("gate/up input (normed hidden)", h, *up))
     return s + _gated_mlp(spec, "feed_forward", spec.intermediate)

@@ -23,7 +23,7 @@ from constraints.hf_config_fields import per_head as _per_head
 from constraints.hf_config_fields import positive as _positive
 from constraints.hf_config_fields import sliding_layers
 from constraints.model_spec import ModelSpec
-from constraints.param_groups import ParamGroup, ParamInventory, _linear, _norm
+from constraints.param_groups import ParamGroup, ParamInventory, _linear, _norm, untied_head
 from constraints.saved_tensors import Saved, _attention_core, _gated_mlp, in_parallel_branch
 
 SHARED_READERS = (
@@ -100,10 +100,7 @@ def inventory(spec: ModelSpec) -> ParamInventory:
     ]
     if spec.qk_norm == "full":
         groups += _norm("self_attn.q_norm", spec, q, b) + _norm("self_attn.k_norm", spec, kv, b)
-    if not spec.tie_embeddings:
-        groups.append(
-            ParamGroup("lm_head", "lm_head", spec.vocab * h, role="head", d_in=h, d_out=spec.vocab)
-        )
+    groups += untied_head(spec)
     return ParamInventory(spec.id, tuple(groups), {b: spec.layers})
 
 

@@ -2,9 +2,9 @@
 inventory and the tensors its layer saves, each a function of that module.
 
 A module here holds ``read(cfg, common, where, model_type) -> ModelSpec``,
-``inventory(spec) -> ParamInventory`` and ``layer(spec) -> list[Saved]`` (and, where its norm keeps
-other tensors than the shared kinds, ``norm_saved(spec, name, width)``; where its layers are of
-more than one kind, ``block_layer(spec, block)`` for each inventory block); the parsers, the
+``inventory(spec) -> ParamInventory`` and ``layer(spec) -> list[Saved]`` — or, where its layers are
+of more than one kind, ``block_layer(spec, block)`` for each inventory block instead (and, where
+its norm keeps other tensors than the shared kinds, ``norm_saved(spec, name, width)``); the parsers, the
 inventory and the saved-tensor lists look the family up here instead of branching on it. Adding a
 family with a layer of its own is one module and one line below.
 """

@@ -19,7 +19,7 @@ from constraints.hf_config_fields import int_field, positive
 from constraints.limits import excerpt
 from constraints.model_spec import ModelSpec
 from constraints.param_groups import ParamGroup, _linear
-from constraints.saved_tensors import Saved
+from constraints.saved_tensors import Saved, linear_input
 
 #: the types whose decoder layers mix gated DeltaNet and attention, and whether their q/k/v/z
 #: and b/a projections are fused (Qwen3-Next) or four linears (Qwen 3.5)
@@ -134,7 +134,7 @@ def mixer_saved(spec: ModelSpec) -> list[Saved]:
     )
     rule = _fla_rule(spec) if spec.delta_rule_kernel == "fla" else _torch_rule(spec)
     return [
-        Saved("in_proj input (normed hidden)", h, "compute", inputs_of=qkv_in, tp_split=False),
+        linear_input("in_proj input (normed hidden)", h, *qkv_in),
         Saved("conv1d input (q, k, v projections)", conv, "compute"),
         Saved("SiLU input (conv1d output)", conv, "compute"),
         Saved("beta = sigmoid(b) output", hv, "compute"),

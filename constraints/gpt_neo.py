@@ -17,7 +17,7 @@ from constraints.hf_config_fields import int_field as _int
 from constraints.hf_config_fields import per_head as _per_head
 from constraints.hf_config_fields import positive as _positive
 from constraints.model_spec import ModelSpec
-from constraints.param_groups import ParamGroup, ParamInventory, _linear, _norm
+from constraints.param_groups import ParamGroup, ParamInventory, _linear, _norm, untied_head
 from constraints.saved_tensors import (
     Saved,
     _attention_core,
@@ -77,10 +77,7 @@ def inventory(spec: ModelSpec) -> ParamInventory:
         *_linear("mlp.c_proj", "c_proj", i, h, block=b, role="mlp", bias=True),
         *_norm("ln_f", spec, h, ""),
     ]
-    if not spec.tie_embeddings:
-        groups.append(
-            ParamGroup("lm_head", "lm_head", spec.vocab * h, role="head", d_in=h, d_out=spec.vocab)
-        )
+    groups += untied_head(spec)
     return ParamInventory(spec.id, tuple(groups), {b: spec.layers})
 
 

@@ -19,9 +19,22 @@ from constraints.hf_config_fields import per_head as _per_head
 from constraints.hf_config_fields import positive as _positive
 from constraints.limits import excerpt
 from constraints.model_spec import ModelSpec
-from constraints.param_groups import ParamGroup, ParamInventory, _linear, _norm
+from constraints.param_groups import (
+    ParamGroup,
+    ParamInventory,
+    _linear,
+    _norm,
+    attention_projections,
+    untied_head,
+)
 from constraints.param_mlp import gated_mlp
-from constraints.saved_tensors import Saved, _attention_core, _gated_mlp, norm_output_read_by
+from constraints.saved_tensors import (
+    Saved,
+    _gated_mlp,
+    linear_input,
+    norm_output_read_by,
+    projected_attention,
+)
 from constraints.saved_tensors import _norm as _norm_saved
 
 #: the MLP's linears (gate, up, down) and the attention's output projection, by their names
@@ -151,7 +164,6 @@ def read(cfg: dict[str, Any], common: dict[str, Any], where: str, model_type: st
 
 def inventory(spec: ModelSpec) -> ParamInventory:
     h, d = spec.hidden, spec.head_dim
-    q, kv = spec.q_width, spec.kv_width
     kinds = [spec.layer_block(i) for i in range(spec.layers)]
     blocks: dict[str, int] = {
         b: kinds.count(b) for b in ("dense", "conv-dense", "moe", "conv-moe") if b in kinds
@@ -162,10 +174,7 @@ def inventory(spec: ModelSpec) -> ParamInventory:
         groups += _ffn_groups(spec, b)
         if not b.startswith("conv"):
             groups += [
-                *_linear("self_attn.q_proj", "q_proj", h, q, block=b, role="attention"),
-                *_linear("self_attn.k_proj", "k_proj", h, kv, block=b, role="attention"),
-                *_linear("self_attn.v_proj", "v_proj", h, kv, block=b, role="attention"),
-                *_linear("self_attn.out_proj", "out_proj", q, h, block=b, role="attention"),
+                *attention_projections(spec, "self_attn", b, "out_proj"),
                 *_norm("self_attn.q_layernorm/k_layernorm", spec, d, b, per_block=2),
             ]
             continue
@@ -180,10 +189,7 @@ def inventory(spec: ModelSpec) -> ParamInventory:
         if bias:
             groups.append(ParamGroup("conv.conv.bias", "bias", h, 1, b, "conv", "attention"))
     groups += _norm("embedding_norm", spec, h, "")
-    if not spec.tie_embeddings:
-        groups.append(
-            ParamGroup("lm_head", "lm_head", spec.vocab * h, role="head", d_in=h, d_out=spec.vocab)
-        )
+    groups += untied_head(spec)
     return ParamInventory(spec.id, tuple(groups), blocks)
 
 
@@ -201,29 +207,13 @@ def _ffn_groups(spec: ModelSpec, block: str) -> list[ParamGroup]:
     ]
 
 
-def layer(spec: ModelSpec) -> list[Saved]:
-    return block_layer(spec, "dense")
-
-
 def block_layer(spec: ModelSpec, block: str) -> list[Saved]:
     """What a layer of ``block`` saves: attention ('dense', 'moe') or the short convolution
     ('conv-dense', 'conv-moe'), then the MLP or the sparse block."""
-    h, q, kv = spec.hidden, spec.q_width, spec.kv_width
+    h = spec.hidden
     s = _norm_saved(spec, "operator_norm", h)
     if not block.startswith("conv"):
-        qkv = ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj")
-        s.append(
-            Saved(
-                "q/k/v projection input (normed hidden)",
-                h,
-                "compute",
-                inputs_of=qkv,
-                tp_split=False,
-            )
-        )
-        s += _norm_saved(spec, "q_layernorm", q, spec.heads)
-        s += _norm_saved(spec, "k_layernorm", kv, spec.kv_heads)
-        s += _attention_core(spec, q, kv, kv, "self_attn.out_proj")
+        s += projected_attention(spec, "self_attn", "out_proj", ("q_layernorm", "k_layernorm"))
     else:
         s += [
             norm_output_read_by("conv.in_proj", "operator_norm", h),
@@ -241,15 +231,7 @@ def block_layer(spec: ModelSpec, block: str) -> list[Saved]:
     s += _norm_saved(spec, "ffn_norm", h)
     if block.endswith("moe"):
         return s + _moe_saved(spec)
-    s.append(
-        Saved(
-            "w1/w3 input (normed hidden)",
-            h,
-            "compute",
-            inputs_of=("feed_forward.w1", "feed_forward.w3"),
-            tp_split=False,
-        )
-    )
+    s.append(linear_input("w1/w3 input (normed hidden)", h, "feed_forward.w1", "feed_forward.w3"))
     return s + _gated_mlp(spec, "feed_forward", spec.intermediate, down_name="w2")
 
 

@@ -20,7 +20,7 @@ from constraints.hf_config_fields import positive as _positive
 from constraints.limits import excerpt
 from constraints.model_spec import ModelSpec
 from constraints.param_groups import ParamGroup, _linear
-from constraints.saved_tensors import Saved
+from constraints.saved_tensors import Saved, linear_input
 
 
 def read(cfg: dict[str, Any], hidden: int, where: str) -> dict[str, Any]:
@@ -140,13 +140,7 @@ def mixer_saved(spec: ModelSpec, prefix: str = "mamba") -> list[Saved]:
     state = heads * spec.ssm_head_dim * spec.ssm_state / c  # one P × N state per head and chunk
     p = prefix
     return [
-        Saved(
-            "in_proj input (normed hidden)",
-            h,
-            "compute",
-            inputs_of=(f"{p}.in_proj",),
-            tp_split=False,
-        ),
+        linear_input("in_proj input (normed hidden)", h, f"{p}.in_proj"),
         # z, xBC and dt are views of in_proj's output: the conv keeps the whole of it
         Saved("in_proj output (the conv input is a view of it)", proj, "compute"),
         Saved("SiLU input (conv output)", conv, "compute"),

@@ -286,10 +286,6 @@ class ModelSpec(Record):
             return index < len(self.layer_mixers) and self.layer_mixers[index] == "e"
         return index >= self.first_dense_layers and (index + 1) % self.moe_every == 0
 
-    def linear_layer(self, index: int) -> bool:
-        """Whether decoder layer ``index`` mixes tokens with a gated DeltaNet, not attention."""
-        return index < len(self.layer_mixers) and self.layer_mixers[index] == "l"
-
     @property
     def linear_layers(self) -> int:
         return self.layer_mixers.count("l")

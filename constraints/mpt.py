@@ -21,7 +21,7 @@ from constraints.hf_config_fields import per_head as _per_head
 from constraints.hf_config_fields import positive as _positive
 from constraints.limits import excerpt
 from constraints.model_spec import ModelSpec
-from constraints.param_groups import ParamGroup, ParamInventory, _linear
+from constraints.param_groups import ParamGroup, ParamInventory, _linear, untied_head
 from constraints.saved_tensors import Saved, _attention_core, pre_norm_block
 
 
@@ -92,10 +92,7 @@ def inventory(spec: ModelSpec) -> ParamInventory:
         *_linear("ffn.down_proj", "down_proj", i, h, block=b, role="mlp"),
         ParamGroup("norm_f", "norm", h, 1, "", "", "norm"),  # its bias set to None too
     ]
-    if not spec.tie_embeddings:
-        groups.append(
-            ParamGroup("lm_head", "lm_head", spec.vocab * h, role="head", d_in=h, d_out=spec.vocab)
-        )
+    groups += untied_head(spec)
     return ParamInventory(spec.id, tuple(groups), {b: spec.layers})
 
 

@@ -19,8 +19,20 @@ from constraints.hf_config_fields import int_field as _int
 from constraints.hf_config_fields import positive as _positive
 from constraints.limits import excerpt
 from constraints.model_spec import ModelSpec
-from constraints.param_groups import ParamGroup, ParamInventory, _linear, _norm
-from constraints.saved_tensors import Saved, _attention_core, _plain_mlp
+from constraints.param_groups import (
+    ParamGroup,
+    ParamInventory,
+    _linear,
+    _norm,
+    attention_projections,
+    untied_head,
+)
+from constraints.saved_tensors import (
+    Saved,
+    _plain_mlp,
+    linear_input,
+    projected_attention,
+)
 from constraints.saved_tensors import _norm as _norm_saved
 
 #: block type -> layer_mixers letter (transformers' names, and the legacy pattern's characters)
@@ -124,16 +136,11 @@ def _mlp(spec: ModelSpec, prefix: str, inter: int, block: str, role: Any) -> lis
 
 
 def _block_groups(spec: ModelSpec, b: str) -> list[ParamGroup]:
-    h, q, kv = spec.hidden, spec.q_width, spec.kv_width
+    h = spec.hidden
     if b == "mamba-dense":
         return mamba2.param_groups(spec, b, prefix="mixer")
     if b == "dense":
-        return [
-            *_linear("mixer.q_proj", "q_proj", h, q, block=b, role="attention"),
-            *_linear("mixer.k_proj", "k_proj", h, kv, block=b, role="attention"),
-            *_linear("mixer.v_proj", "v_proj", h, kv, block=b, role="attention"),
-            *_linear("mixer.o_proj", "o_proj", q, h, block=b, role="attention"),
-        ]
+        return attention_projections(spec, "mixer", b)
     if b == "ffn":
         return _mlp(spec, "mixer", spec.intermediate, b, "mlp")
     e, width = spec.num_experts, spec.moe_latent or h
@@ -186,45 +193,20 @@ def inventory(spec: ModelSpec) -> ParamInventory:
         groups += _norm("norm", spec, h, b)
         groups += _block_groups(spec, b)
     groups += _norm("norm_f", spec, h, "")
-    if not spec.tie_embeddings:
-        groups.append(
-            ParamGroup("lm_head", "lm_head", spec.vocab * h, role="head", d_in=h, d_out=spec.vocab)
-        )
+    groups += untied_head(spec)
     return ParamInventory(spec.id, tuple(groups), blocks)
-
-
-def layer(spec: ModelSpec) -> list[Saved]:
-    return block_layer(spec, "dense")
 
 
 def block_layer(spec: ModelSpec, block: str) -> list[Saved]:
     """What one block saves: its norm, then its one mixer."""
-    h, q, kv = spec.hidden, spec.q_width, spec.kv_width
+    h = spec.hidden
     s = _norm_saved(spec, "norm", h)
     if block == "mamba-dense":
         return s + mamba2.mixer_saved(spec, prefix="mixer")
     if block == "dense":
-        qkv = ("mixer.q_proj", "mixer.k_proj", "mixer.v_proj")
-        s.append(
-            Saved(
-                "q/k/v projection input (normed hidden)",
-                h,
-                "compute",
-                inputs_of=qkv,
-                tp_split=False,
-            )
-        )
-        return s + _attention_core(spec, q, kv, kv, "mixer.o_proj")
+        return s + projected_attention(spec, "mixer")
     if block == "ffn":
-        s.append(
-            Saved(
-                "up_proj input (normed hidden)",
-                h,
-                "compute",
-                inputs_of=("mixer.up_proj",),
-                tp_split=False,
-            )
-        )
+        s.append(linear_input("up_proj input (normed hidden)", h, "mixer.up_proj"))
         return s + _plain_mlp(spec, "mixer.up_proj", "mixer.down_proj", spec.intermediate)
     return s + _moe_saved(spec)
 

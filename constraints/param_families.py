@@ -7,7 +7,7 @@ from functools import cache
 from constraints import gated_deltanet, mamba2
 from constraints.family_modules import family_module
 from constraints.model_spec import ModelSpec
-from constraints.param_groups import ParamGroup, ParamInventory, _linear, _norm
+from constraints.param_groups import ParamGroup, ParamInventory, _linear, _norm, untied_head
 from constraints.param_mlp import fused_shared_mlp, gated_mlp, up_down_mlp
 
 
@@ -186,10 +186,7 @@ def _llama_like(spec: ModelSpec) -> ParamInventory:
             )
     if spec.final_norm:
         groups += _norm("norm", spec, h, "")
-    if not spec.tie_embeddings:
-        groups.append(
-            ParamGroup("lm_head", "lm_head", spec.vocab * h, role="head", d_in=h, d_out=spec.vocab)
-        )
+    groups += untied_head(spec)
     return ParamInventory(spec.id, tuple(groups), blocks)
 
 
@@ -209,10 +206,7 @@ def _gpt2(spec: ModelSpec) -> ParamInventory:
         *_linear("mlp.c_proj", "c_proj", i, h, block=b, role="mlp", bias=True),
         *_norm("ln_f", spec, h, ""),
     ]
-    if not spec.tie_embeddings:
-        groups.append(
-            ParamGroup("lm_head", "lm_head", spec.vocab * h, role="head", d_in=h, d_out=spec.vocab)
-        )
+    groups += untied_head(spec)
     return ParamInventory(spec.id, tuple(groups), {b: spec.layers})
 
 
@@ -274,10 +268,7 @@ def _falcon(spec: ModelSpec) -> ParamInventory:
         *_norm("input_layernorm", spec, h, b, per_block=norms),
         *_norm("ln_f", spec, h, ""),
     ]
-    if not spec.tie_embeddings:
-        groups.append(
-            ParamGroup("lm_head", "lm_head", spec.vocab * h, role="head", d_in=h, d_out=spec.vocab)
-        )
+    groups += untied_head(spec)
     return ParamInventory(spec.id, tuple(groups), {b: spec.layers})
 
 
@@ -319,10 +310,7 @@ def _t5(spec: ModelSpec) -> ParamInventory:
         *_norm("decoder layer_norms", spec, h, "decoder", per_block=3),
         *_norm("final_layer_norm (encoder, decoder)", spec, h, "", per_block=2),
     ]
-    if not spec.tie_embeddings:
-        groups.append(
-            ParamGroup("lm_head", "lm_head", spec.vocab * h, role="head", d_in=h, d_out=spec.vocab)
-        )
+    groups += untied_head(spec)
     return ParamInventory(
         spec.id, tuple(groups), {"encoder": spec.encoder_layers, "decoder": spec.layers}
     )

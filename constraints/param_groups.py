@@ -148,6 +148,28 @@ def _norm(
     return [ParamGroup(name, "norm", numel, per_block, block, "", "norm")] if numel else []
 
 
+def untied_head(spec: ModelSpec) -> list[ParamGroup]:
+    """The output head, where it is its own tensor (a tied head is the embedding, counted once)."""
+    if spec.tie_embeddings:
+        return []
+    h = spec.hidden
+    return [ParamGroup("lm_head", "lm_head", spec.vocab * h, role="head", d_in=h, d_out=spec.vocab)]
+
+
+def attention_projections(
+    spec: ModelSpec, prefix: str, block: str, out: str = "o_proj"
+) -> list[ParamGroup]:
+    """``prefix``.q_proj / k_proj / v_proj and the output projection ``out`` of a plain (GQA)
+    attention, with the spec's q/k/v and output biases."""
+    h, q, kv, bias = spec.hidden, spec.q_width, spec.kv_width, spec.qkv_bias
+    return [
+        *_linear(f"{prefix}.q_proj", "q_proj", h, q, block=block, role="attention", bias=bias),
+        *_linear(f"{prefix}.k_proj", "k_proj", h, kv, block=block, role="attention", bias=bias),
+        *_linear(f"{prefix}.v_proj", "v_proj", h, kv, block=block, role="attention", bias=bias),
+        *_linear(f"{prefix}.{out}", out, q, h, block=block, role="attention", bias=spec.o_bias),
+    ]
+
+
 def group_key(spec: ModelSpec, name: str, block: str) -> str:
     """A linear group's key: its name without ``.weight``; T5 keys carry their stack (block)."""
     name = name.removesuffix(".weight")

@@ -18,7 +18,7 @@ from constraints.hf_config_fields import kv_heads as _kv_heads
 from constraints.hf_config_fields import per_head as _per_head
 from constraints.hf_config_fields import positive as _positive
 from constraints.model_spec import ModelSpec
-from constraints.param_groups import ParamGroup, ParamInventory, _linear, _norm
+from constraints.param_groups import ParamGroup, ParamInventory, _linear, _norm, untied_head
 from constraints.saved_tensors import Saved, _attention_core, _plain_mlp, in_parallel_branch
 from constraints.saved_tensors import _norm as _saved_norm
 
@@ -76,10 +76,7 @@ def inventory(spec: ModelSpec) -> ParamInventory:
     ]
     if spec.qk_norm == "head":
         groups += _norm("self_attn.q_layernorm/k_layernorm", spec, spec.head_dim, b, per_block=2)
-    if not spec.tie_embeddings:
-        groups.append(
-            ParamGroup("lm_head", "lm_head", spec.vocab * h, role="head", d_in=h, d_out=spec.vocab)
-        )
+    groups += untied_head(spec)
     groups.append(ParamGroup("lm_head.bias", "bias", spec.vocab, 1, "", "lm_head", "head"))
     return ParamInventory(spec.id, tuple(groups), {b: spec.layers})
 

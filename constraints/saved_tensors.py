@@ -353,13 +353,30 @@ def in_parallel_branch(saved: list[Saved], fc_in: str) -> list[Saved]:
     return [dataclasses.replace(x, parallel_branch=fc_in) for x in saved]
 
 
+def linear_input(what: str, width: int, *linears: str) -> Saved:
+    """The input the ``linears`` read, kept once when one of them saves it (its weight trains
+    or an adapter reads it)."""
+    return Saved(what, width, "compute", inputs_of=linears, tp_split=False)
+
+
 def norm_output_read_by(linear: str, norm: str, width: int) -> Saved:
     """A norm's output, which the linear reading it keeps as its input (when its weight trains or
     an adapter reads it)."""
     leaf = linear.rsplit(".", 1)[-1]
-    return Saved(
-        f"{leaf} input ({norm} output)", width, "compute", inputs_of=(linear,), tp_split=False
-    )
+    return linear_input(f"{leaf} input ({norm} output)", width, linear)
+
+
+def projected_attention(
+    spec: ModelSpec, prefix: str, out: str = "o_proj", qk_norms: tuple[str, str] | None = None
+) -> list[Saved]:
+    """A plain attention after a norm: the normed input ``prefix``.q/k/v_proj read, the per-head
+    ``qk_norms`` where it has them, the core up to ``out``."""
+    q, kv = spec.q_width, spec.kv_width
+    qkv = tuple(f"{prefix}.{p}" for p in ("q_proj", "k_proj", "v_proj"))
+    s = [linear_input("q/k/v projection input (normed hidden)", spec.hidden, *qkv)]
+    if qk_norms:
+        s += _norm(spec, qk_norms[0], q, spec.heads) + _norm(spec, qk_norms[1], kv, spec.kv_heads)
+    return s + _attention_core(spec, q, kv, kv, f"{prefix}.{out}")
 
 
 def pre_norm_block(

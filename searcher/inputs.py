@@ -108,6 +108,8 @@ def model_from_args(args: argparse.Namespace) -> ModelSpec:
         from searcher.search.stack import resolve_stack, with_stack_kernels
 
         spec = resolve_any_model(args.model, family=getattr(args, "family", None))
+        if not spec.linear_layers:  # only the gated DeltaNet's kernel depends on the stack
+            return spec
         return with_stack_kernels(spec, resolve_stack(getattr(args, "stack", None)))
     if getattr(args, "family", None) is not None:
         raise FitplanError(
