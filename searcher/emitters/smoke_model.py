@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from constraints.gated_deltanet import DEFAULTS, FUSED_PROJECTIONS
+
 #: the emitted file beside config.json
 SMOKE_CONFIG_FILE = "config.smoke.json"
 #: a model with fewer parameters is smoke-tested as it is
@@ -96,7 +98,12 @@ def shrunken_config(cfg: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
                 put(key, value, key)
         if isinstance(cfg.get("rotary_dim"), int):
             put("rotary_dim", min(cfg["rotary_dim"], HEAD_DIM), "rotary_dim")
-        _narrow_linear_attention(cfg, put)
+        if str(cfg.get("model_type")) in FUSED_PROJECTIONS:
+            # a width the config leaves out is its class's default: written out, then narrowed
+            for key, value in DEFAULTS.items():
+                if cfg.get(key) is None:
+                    out[key] = value
+        _narrow_linear_attention(out, put)
     for key in EXPERT_KEYS:
         if isinstance(cfg.get(key), int) and cfg[key] > EXPERTS:
             put(key, EXPERTS, "experts")

@@ -368,3 +368,44 @@ def test_a_catalog_models_smoke_line_trains_a_shrunken_copy(
     for _rank, world, name, local, whole in seen:
         assert name.startswith(engine) and whole < 20_000_000, seen
         assert local * world == whole if world > 1 else local == whole, seen
+
+
+@pytest.mark.heavy
+def test_a_hybrid_models_smoke_line_trains_its_narrowed_copy(tmp_path: Path) -> None:
+    """Qwen 3.5's bf16 LoRA plan under DeepSpeed ZeRO-2 on two ranks, its printed smoke line run
+    as printed: the shrunken copy keeps a gated DeltaNet and an attention layer with the DeltaNet
+    narrowed (at full width its torch path took 4.2 minutes a CPU step), and each rank reports
+    the engine and the optimizer partition it really used."""
+    _need("deepspeed")
+    _need("peft")
+    model = tmp_path / "qwen3.5" / "config.json"
+    model.parent.mkdir()
+    layer_types = ["linear_attention"] * 3 + ["full_attention"]
+    model.write_text(
+        json.dumps(
+            {
+                "model_type": "qwen3_5_text",
+                "hidden_size": 2048,
+                "intermediate_size": 6144,
+                "num_hidden_layers": 8,
+                "num_attention_heads": 16,
+                "num_key_value_heads": 4,
+                "vocab_size": 32000,
+                "layer_types": layer_types * 2,
+            }
+        )
+    )
+    knobs = {"method": "lora", "recipe": "bf16-torch", "zero": 2, "dp": 2, "backend": "deepspeed"}
+    cfg = TrainConfig(
+        **{"optimizer": "adamw", "grad_accum": 1, "seq_len": 1024, "attention": "sdpa", **knobs}
+    )
+    _launch, smoke = launch_printed(tmp_path, make_plan(cfg, str(model)), "deepspeed")
+    small = json.loads((tmp_path / "run" / "config.smoke.json").read_text())
+    assert small["layer_types"] == ["linear_attention", "full_attention"]
+    assert small["linear_num_value_heads"] == 4
+    run = run_printed(smoke, tmp_path)
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert LOSS_LINE.search(run.stdout), run.stdout[-3000:]
+    seen = engines(run)
+    assert [s[:2] for s in seen] == [(0, 2), (1, 2)], seen
+    assert all(name.startswith("deepspeed zero2") for _r, _w, name, _l, _t in seen), seen

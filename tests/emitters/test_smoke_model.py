@@ -94,6 +94,9 @@ def test_a_hybrid_model_keeps_a_deltanet_and_an_attention_layer_narrowed() -> No
     assert "linear_num_value_heads 32 -> 4" in said
     spec = spec_from_hf_config(small, id="s")
     assert spec.layer_mixers == "la"
+    left_out = {k: v for k, v in qwen.items() if not k.startswith("linear_")}
+    defaulted = shrunken_config(left_out)[0]  # the class's 16 × 128 / 32 × 128, narrowed too
+    assert (defaulted["linear_num_key_heads"], defaulted["linear_value_head_dim"]) == (2, 16)
     odd = shrunken_config({**qwen, "linear_num_key_heads": 3, "linear_num_value_heads": 3})[0]
     assert (odd["linear_num_key_heads"], odd["linear_num_value_heads"]) == (2, 2)
     lfm2 = {
