@@ -105,15 +105,21 @@ def _trainable_keys(spec: ModelSpec, method: str, lora_targets: str) -> tuple[bo
 
 def _linear_widths(spec: ModelSpec) -> dict[str, tuple[int, float]]:
     """Group key -> (d_in, applications per token per layer of its block)."""
-    inv = inventory(spec)
-    out: dict[str, tuple[int, float]] = {}
-    for g in inv.groups:
+    return {key: width for (_, key), width in _block_linear_widths(spec).items()}
+
+
+def _block_linear_widths(spec: ModelSpec) -> dict[tuple[str, str], tuple[int, float]]:
+    """(block, group key) -> (d_in, applications per token per layer of that block): a linear
+    of one name can read a different width in each block (Gemma 4's o_proj in its global
+    layers); block '' is a model-level linear, applied once per token."""
+    out: dict[tuple[str, str], tuple[int, float]] = {}
+    for g in inventory(spec).groups:
         if not g.is_linear:
             continue
         per_token = float(g.per_block)
         if g.role == "expert":
             per_token = float(spec.experts_run_per_token)
-        out[group_key(spec, g.name, g.block)] = (g.d_in, per_token)
+        out[g.block, group_key(spec, g.name, g.block)] = (g.d_in, per_token)
     return out
 
 
@@ -135,6 +141,7 @@ def activation_coefficients(
     """
     full_ft, targets = _trainable_keys(spec, method, lora_targets)
     widths = _linear_widths(spec)
+    block_widths = _block_linear_widths(spec)
     eager = attention == "eager"
 
     def keeps(x: Saved, block: str) -> bool:
@@ -204,17 +211,17 @@ def activation_coefficients(
                 folded += g.numel * g.per_block * n_layers
                 folded_factors += (g.d_in + g.d_out) * g.per_block * n_layers
                 continue
-            if _block_of(spec, key, block) and key in widths:
-                d_in, apps = widths[key]
+            if (block, key) in block_widths:
+                d_in, apps = block_widths[block, key]
                 rank_elems += apps * n_layers
                 copy_elems += d_in * apps * n_layers
                 if key in after_linears:
                     a_rank += apps
                     a_copy += d_in * apps
         q_copies += n_layers * sum(
-            widths[key][0] * widths[key][1]
+            d_in * apps
             for key in quantized
-            if key in widths and _block_of(spec, key, block)
+            for d_in, apps in [block_widths.get((block, key), (0, 0.0))]
         )
         for kind in DKINDS:
             per_token[kind] += pt[kind] * n_layers
@@ -224,6 +231,10 @@ def activation_coefficients(
             largest_bytes = size
             layer_pt, layer_s2 = dict(pt), dict(ps)
             after_pt, after_rank, after_copy = apt, a_rank, a_copy
+    for (block, key), (d_in, apps) in block_widths.items():
+        if not block and key in targets and key not in experts:  # a model-level linear: once
+            rank_elems += apps
+            copy_elems += d_in * apps
     first = dict.fromkeys(DKINDS, 0.0)
     if not full_ft:
         # the first layer reads the frozen embedding's output, which requires no grad: its input
@@ -319,6 +330,10 @@ def _keeps(
         return False
     if x.norm_weight and not full_ft:
         return False
+    if x.grad_through:
+        trained = {_qualify(spec, m, block) for m in x.grad_through} & set(widths)
+        if not trained or not (full_ft or trained & targets):
+            return False
     if x.inputs_of:
         readers = [
             r

@@ -31,6 +31,7 @@ FAMILY_MODULES = {
     "lfm2_moe": "constraints.lfm2",
     "bamba": "constraints.bamba",
     "nemotron_h": "constraints.nemotron_h",
+    "gemma4_text": "constraints.gemma4",
 }
 
 

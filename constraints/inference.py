@@ -36,11 +36,11 @@ def kv_cache_bytes(spec: ModelSpec, tokens: int, kv_bytes: float = 2.0) -> int:
         return 0  # encoders cache nothing; raw numbers without --hidden have no KV estimate
     if spec.is_mla:
         per_token_layer = (spec.kv_lora_rank + spec.qk_rope_head_dim) * kv_bytes
-    else:
-        per_token_layer = 2 * spec.kv_heads * spec.head_dim * kv_bytes
-    # self + cross K/V; a gated DeltaNet layer keeps a fixed-size state, no K/V
-    layers = spec.attention_layers if spec.arch != "encoder-decoder" else 2 * spec.layers
-    return int(per_token_layer * layers * tokens)
+        return int(per_token_layer * spec.attention_layers * tokens)
+    if spec.arch == "encoder-decoder":  # self + cross K/V
+        return int(2 * spec.kv_width * kv_bytes * 2 * spec.layers * tokens)
+    # a gated DeltaNet / Mamba layer keeps a fixed-size state, no K/V
+    return int(spec.cached_kv_width * kv_bytes * tokens)
 
 
 def recurrent_state_bytes(spec: ModelSpec, sequences: int, conv_bytes: float = 2.0) -> float:

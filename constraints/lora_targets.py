@@ -199,17 +199,16 @@ def _peft_mamba(spec: ModelSpec) -> bool:
 
 def _targetable(spec: ModelSpec) -> dict[str, list[ParamGroup]]:
     """The linears PEFT can wrap, by leaf name: not the expert stacks nor the routers of an MoE
-    layer (transformers 5's are Parameters, not nn.Linear: :data:`PEFT_MOE_NAMES`), save the
-    shared expert's gate (an nn.Linear: Qwen2-MoE's ``shared_expert_gate``); not what PEFT
+    layer (transformers 5's are Parameters, not nn.Linear: :data:`PEFT_MOE_NAMES`), save a
+    router that is an nn.Linear (Qwen2-MoE's ``shared_expert_gate``, Gemma 4's
+    ``router.proj``); not what PEFT
     refuses on a Mamba-based type (:data:`PEFT_MAMBA_REFUSED`)."""
     out: dict[str, list[ParamGroup]] = {}
     for name, groups in inventory(spec).linear_modules().items():
         if name in PEFT_MAMBA_REFUSED and _peft_mamba(spec):
             continue
         kept = [
-            g
-            for g in groups
-            if g.role != "expert" and (g.role != "router" or g.module == "shared_expert_gate")
+            g for g in groups if g.role != "expert" and (g.role != "router" or g.kind == "linear")
         ]
         if kept:
             out[name] = kept

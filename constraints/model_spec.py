@@ -83,12 +83,24 @@ SUPPORTED_TYPES = sorted(
         "lfm2_moe",
         "bamba",
         "nemotron_h",
+        "gemma4_text",
     }
 )
 
 
 #: a token mixer's letter in ``layer_mixers`` -> the prefix of its layers' inventory block
-MIXER_BLOCK_PREFIX = {"a": "", "l": "linear-", "c": "conv-", "m": "mamba-"}
+MIXER_BLOCK_PREFIX = {
+    "a": "",
+    "l": "linear-",
+    "c": "conv-",
+    "m": "mamba-",
+    # Gemma 4 (constraints/gemma4.py): global attention, and layers reusing another's K/V
+    "g": "global-",
+    "s": "shared-",
+    "r": "shared-global-",
+}
+#: the letters of layers whose token mixer is attention
+ATTENTION_MIXERS = frozenset("agsr")
 #: Nemotron-H's blocks without a token mixer: ``f`` an MLP alone, ``e`` an MoE alone
 SINGLE_BLOCKS = {"f": "ffn", "e": "experts"}
 
@@ -227,6 +239,17 @@ class ModelSpec(Record):
     #: the attention's q_proj also yields a per-channel gate, ``o_proj(attn · sigmoid(gate))``
     #: (Qwen3-Next / Qwen 3.5 attention: q_proj is 2 · heads · head_dim wide)
     attn_output_gate: bool = False
+    #: Gemma 4's global attention layers: their head width and key/value heads (0 = as the
+    #: others'), whether their values are their keys (``attention_k_eq_v``: no v_proj); its
+    #: layers reusing another's keys and values with an MLP twice as wide
+    #: (``use_double_wide_mlp``); its per-layer embeddings: width per layer and vocabulary
+    #: (``hidden_size_per_layer_input``, ``vocab_size_per_layer_input``; 0 = none)
+    global_head_dim: int = bounded(0, ge=0)
+    global_kv_heads: int = bounded(0, ge=0)
+    global_k_eq_v: bool = False
+    shared_kv_double_mlp: bool = False
+    per_layer_input: int = bounded(0, ge=0)
+    per_layer_vocab: int = bounded(0, ge=0)
     #: layers whose attention is windowed (config ``layer_types``, or the type's own pattern):
     #: under SDPA each gets a materialised mask once the sequence reaches the window
     sliding_layers: int = bounded(0, ge=0)
@@ -275,6 +298,28 @@ class ModelSpec(Record):
         return self.kv_heads * self.head_dim
 
     @property
+    def cached_kv_width(self) -> int:
+        """Elements of K and V one cached position holds over the decoder's layers: those
+        computing their own keys and values (Gemma 4's reusing layers read another's), each at
+        its width (Gemma 4's global layers at theirs)."""
+        if not self.layer_mixers:
+            return 2 * self.kv_width * self.layers
+        global_width = (self.global_kv_heads or self.kv_heads) * (
+            self.global_head_dim or self.head_dim
+        )
+        width = {"a": self.kv_width, "g": global_width}
+        return 2 * sum(width.get(m, 0) for m in self.layer_mixers)
+
+    @property
+    def attention_q_widths(self) -> int:
+        """Σ over every attention (self, and an encoder-decoder's cross-attention) of its query
+        width, elements per token (Gemma 4's global layers at their own head width)."""
+        wide = sum(m in "gr" for m in self.layer_mixers) if self.global_head_dim else 0
+        cross = self.layers if self.arch == "encoder-decoder" else 0
+        narrow = self.total_layers - self.layers + self.attention_layers - wide + cross
+        return self.q_width * narrow + self.heads * self.global_head_dim * wide
+
+    @property
     def total_layers(self) -> int:
         return self.layers + self.encoder_layers
 
@@ -293,7 +338,9 @@ class ModelSpec(Record):
     @property
     def attention_layers(self) -> int:
         """Decoder layers with attention (each with its K/V and its s² scores)."""
-        return self.layer_mixers.count("a") if self.layer_mixers else self.layers
+        if not self.layer_mixers:
+            return self.layers
+        return sum(m in ATTENTION_MIXERS for m in self.layer_mixers)
 
     def layer_block(self, index: int) -> str:
         """The inventory block of decoder layer ``index``: its MLP ('dense' / 'moe'), prefixed

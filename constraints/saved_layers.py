@@ -424,9 +424,11 @@ def model_level_saved(spec: ModelSpec) -> list[Saved]:
     if spec.family == "bert":
         s += _norm(spec, "embeddings.LayerNorm", h)
         return s
+    module = family_module(spec.family)
+    s += getattr(module, "model_saved", lambda spec: [])(spec)
     if spec.final_norm:
         # a family whose norm keeps other tensors than the shared kinds names them (Cohere)
-        saved_norm = getattr(family_module(spec.family), "norm_saved", _norm)
+        saved_norm = getattr(module, "norm_saved", _norm)
         s += saved_norm(spec, "final norm", h)
     s.append(
         Saved(

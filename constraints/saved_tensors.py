@@ -67,6 +67,9 @@ class Saved:
     #: grad, nothing in the branch is recorded unless this linear trains (its output is a leaf of
     #: no graph): not saved there
     parallel_branch: str = ""
+    #: saved only where one of these linears trains or carries an adapter (its output needs a
+    #: gradient: Gemma 4's per-layer inputs), whatever the adapter keeps of its own input
+    grad_through: tuple[str, ...] = ()
 
 
 def _norm(spec: ModelSpec, name: str, width: int, rows: int = 1) -> list[Saved]:
@@ -134,6 +137,7 @@ HF_FP32_SOFTMAX = frozenset(
     LLAMA_LIKE
     | {"opt", "falcon", "gpt_neox", "phi", "cohere", "cohere2", "gpt_bigcode", "gptj"}
     | {"gpt_neo", "codegen", "bloom", "mpt", "persimmon", "lfm2", "lfm2_moe", "bamba", "nemotron_h"}
+    | {"gemma4_text"}
 )
 
 

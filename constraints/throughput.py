@@ -258,8 +258,7 @@ def throughput_arrays(
         attn_flops = np.zeros(n)
     else:
         causal = CAUSAL_SCORE_SHARE if spec.arch != "encoder" else 1.0
-        layers_attn = self_attn + (spec.layers if spec.arch == "encoder-decoder" else 0)
-        attn_flops = ATTENTION_FLOPS_PER_SCORE * T * s * spec.q_width * causal * layers_attn / tp
+        attn_flops = ATTENTION_FLOPS_PER_SCORE * T * s * spec.attention_q_widths * causal / tp
         attn_flops = attn_flops + T * delta_rule_flops_per_token(spec) / tp
     eager = batch.attention == CODE["attention"]["eager"]
     eta_attn = eta_attention * attention_share(gpu, batch.kernels)

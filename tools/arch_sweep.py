@@ -9,7 +9,8 @@ fitplan reads the same file the way ``--model file.json`` does (``resolve_model`
 ``load_config_file``) and counts the inventory (``total_params``); and the real CLI runs
 ``explain --model FILE --gpu a100-80gb`` in-process. Each type is one class:
 
-- ``match``     fitplan's total within 0.5 % of transformers'
+- ``match``     fitplan's total within 0.5 % of transformers' (read by its own parser, as a
+                multimodal wrapper's text model and towers, or by structure: ``fitplan_reading``)
 - ``wrong``     fitplan counts, off by more than 0.5 % (both numbers listed)
 - ``refused``   fitplan refuses with one clear line (FitplanError)
 - ``crashed``   anything else from fitplan's reading, or the CLI exits other than 0/1/2, prints a
@@ -123,14 +124,31 @@ def transformers_count(
 
 
 def fitplan_count(path: Path) -> dict[str, Any]:
-    """fitplan's reading of the file, exactly as ``--model FILE`` reads it."""
+    """fitplan's reading of the file, exactly as ``--model FILE`` reads it
+    (``searcher.hub.resolve_any_model``): its own parser for the type (``fitplan_reading``
+    'parser'); else, for a multimodal wrapper, the text model with the other towers counted
+    from the model transformers builds ('wrapper'); else the type read as the family whose
+    structure transformers builds it with ('structure'). ``fitplan_params`` is the text model's
+    count, ``fitplan_towers`` the other towers' (the reference class may hold them or not)."""
     from constraints.errors import FitplanError
     from constraints.models import resolve_model
     from constraints.params import total_params
+    from searcher.hub import resolve_any_model
 
     try:
-        spec = resolve_model(str(path))
-        return {"fitplan_params": int(total_params(spec)), "fitplan_arch": spec.arch}
+        try:
+            spec, reading = resolve_model(str(path)), "parser"
+        except FitplanError:
+            spec = resolve_any_model(str(path))
+            reading = "wrapper" if spec.tower_note or spec.tower_params else "structure"
+        row = {"fitplan_params": int(total_params(spec)), "fitplan_arch": spec.arch}
+        if reading != "parser":
+            row["fitplan_reading"] = reading
+        if spec.tower_params:
+            row["fitplan_towers"] = int(spec.tower_params)
+        if reading == "wrapper" and not spec.tie_embeddings:
+            row["fitplan_head"] = spec.vocab * spec.hidden  # a base-model reference has none
+        return row
     except FitplanError as e:
         return {"fitplan_refusal": e.message.removeprefix(f"{path}: ")}  # its hint left out
     except Exception as e:  # a crash is what this tool reports
@@ -165,7 +183,14 @@ def classify(row: dict[str, Any]) -> str:
     ref = row.get("transformers_params")
     if ref is None:
         return "no-reference"
-    err = abs(row["fitplan_params"] - ref) / ref if ref else float(row["fitplan_params"] != 0)
+    # a wrapper's reference class holds its text model alone (Qwen3_5ForCausalLM) or the towers
+    # too (Gemma3ForConditionalGeneration), with its untied output head or, built as the base
+    # model (LlavaModel), without it
+    text, towers, head = (
+        row.get(k, 0) for k in ("fitplan_params", "fitplan_towers", "fitplan_head")
+    )
+    counts = {text, text + towers, text + towers - head}
+    err = min(abs(n - ref) / ref if ref else float(n != 0) for n in counts)
     return "match" if err <= MATCH_TOLERANCE else "wrong"
 
 
@@ -242,7 +267,11 @@ def main(argv: list[str] | None = None) -> int:
         "types": rows,
     }
     TABLE.write_text(_one_row_a_line(table), encoding="utf-8")
-    configs = {t: cache[t]["config"] for t, r in rows.items() if "fitplan_params" in r}
+    configs = {
+        t: cache[t]["config"]
+        for t, r in rows.items()
+        if "fitplan_params" in r and "fitplan_reading" not in r
+    }
     CONFIGS.write_text(json.dumps(configs, indent=None, sort_keys=True) + "\n", encoding="utf-8")
     print(f"wrote {TABLE} and {CONFIGS} ({len(configs)} configs)")
     return 1 if counts.get("crashed") else 0

@@ -125,8 +125,8 @@ TYPES = [
 
 def _narrowed(model_type: str, extra: dict[str, Any]) -> dict[str, Any]:
     cfg = {**CONFIGS[model_type], **NARROW, **extra}
-    for key in ("layer_types", "eos_token_id", "bos_token_id"):
-        if key not in extra:  # the default's per-layer list has the default's depth
+    for key in ("layer_types", "eos_token_id", "bos_token_id", "per_layer_config"):
+        if key not in extra:  # the default's per-layer lists have the default's depth
             cfg.pop(key, None)
     return cfg
 
@@ -371,6 +371,17 @@ NEMOTRON_MOE = {
     "moe_shared_expert_intermediate_size": 256,
 }
 QWEN_NEXT_MOE = {**MOE, "num_experts": 8, "shared_expert_intermediate_size": 256}
+#: Gemma 4 narrowed: 128 wide, 32-wide sliding heads and 64-wide global ones
+GEMMA4 = {
+    "hidden_size": 128,
+    "num_attention_heads": 4,
+    "head_dim": 32,
+    "global_head_dim": 64,
+    "intermediate_size": 256,
+    "hidden_size_per_layer_input": 0,
+    "vocab_size": 1000,
+    "vocab_size_per_layer_input": 1000,
+}
 HYBRID = [
     ("qwen3_5_text", GATED_DELTANET, KWS),
     # twelve layers: traced at four and eight (one and two periods of the pattern), extrapolated
@@ -427,6 +438,34 @@ HYBRID = [
         },
         KWS[:2],
     ),
+    # Gemma 4: sliding and global layers of their own head widths (global_head_dim), the last
+    # four reusing earlier layers' keys and values with a double-wide MLP, per-layer inputs
+    (
+        "gemma4_text",
+        {
+            **GEMMA4,
+            "num_hidden_layers": 12,
+            "num_kv_shared_layers": 4,
+            "use_double_wide_mlp": True,
+            "hidden_size_per_layer_input": 32,
+        },
+        KWS,
+    ),
+    # and its MoE beside the dense MLP, global layers whose values are their keys
+    (
+        "gemma4_text",
+        {
+            **GEMMA4,
+            "num_hidden_layers": 6,
+            "enable_moe_block": True,
+            "num_experts": 8,
+            "top_k_experts": 2,
+            "moe_intermediate_size": 64,
+            "attention_k_eq_v": True,
+            "num_global_key_value_heads": 1,
+        },
+        KWS[:2],
+    ),
 ]
 
 
@@ -440,7 +479,9 @@ def test_hybrid_layers_match_their_trace() -> None:
     (+4.2 % before what only D's, A_log's and the gated norm's gradients need was dropped under
     LoRA; amp +1.2 %, +7.0 % before the scan's einsum copies were 16-bit under autocast: the
     ``matmul32`` kind);
-    Granite 4 −0.4 … −0.2 %; Nemotron-H −0.3 … +1.6 % (amp +1.6 %). Before the tracer took its
+    Granite 4 −0.4 … −0.2 %; Nemotron-H −0.3 … +1.6 % (amp +1.6 %); Gemma 4 −2.0 … −0.0 %
+    (amp −2.0 %; all-linear +7.6 % while its o_proj's input width was one for all layers, the
+    global layers' 2× wider one), its MoE −0.7 … −0.2 %. Before the tracer took its
     two depths a period of the layer pattern apart, a 12-layer trace extrapolated from 3 and 4
     layers (one attention layer apart) and read 21 % below."""
     pytest.importorskip("peft")
