@@ -32,6 +32,8 @@ FAMILY_MODULES = {
     "bamba": "constraints.bamba",
     "nemotron_h": "constraints.nemotron_h",
     "gemma4_text": "constraints.gemma4",
+    "falcon_h1": "constraints.falcon_h1",
+    "lfm3": "constraints.lfm3",
 }
 
 

@@ -57,7 +57,7 @@ def recurrent_state_bytes(spec: ModelSpec, sequences: int, conv_bytes: float = 2
     short_conv = spec.layer_mixers.count("c") * spec.hidden * window
     inner = spec.ssm_heads * spec.ssm_head_dim
     ssm = inner * spec.ssm_state * 4.0 + (inner + 2 * spec.ssm_groups * spec.ssm_state) * window
-    mamba = spec.layer_mixers.count("m") * ssm
+    mamba = spec.mamba_layers * ssm
     return sequences * (deltanet + short_conv + mamba)
 
 

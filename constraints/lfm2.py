@@ -178,19 +178,42 @@ def inventory(spec: ModelSpec) -> ParamInventory:
                 *_norm("self_attn.q_layernorm/k_layernorm", spec, d, b, per_block=2),
             ]
             continue
-        bias = spec.mixer_bias
-        k = spec.linear_conv_kernel
-        groups += [
-            *_linear("conv.in_proj", "in_proj", h, 3 * h, block=b, role="attention", bias=bias),
-            *_linear("conv.out_proj", "out_proj", h, h, block=b, role="attention", bias=bias),
-            # depthwise nn.Conv1d: not an nn.Linear (PEFT's all-linear skips it)
-            ParamGroup("conv.conv.weight", "other", h * k, 1, b, "conv", "attention"),
-        ]
-        if bias:
-            groups.append(ParamGroup("conv.conv.bias", "bias", h, 1, b, "conv", "attention"))
+        groups += short_conv_groups(spec, b)
     groups += _norm("embedding_norm", spec, h, "")
     groups += untied_head(spec)
     return ParamInventory(spec.id, tuple(groups), blocks)
+
+
+def short_conv_groups(spec: ModelSpec, block: str) -> list[ParamGroup]:
+    """The gated short convolution's tensors (``conv``: LFM2's and LFM3's)."""
+    h, k, bias = spec.hidden, spec.linear_conv_kernel, spec.mixer_bias
+    groups = [
+        *_linear("conv.in_proj", "in_proj", h, 3 * h, block=block, role="attention", bias=bias),
+        *_linear("conv.out_proj", "out_proj", h, h, block=block, role="attention", bias=bias),
+        # depthwise nn.Conv1d: not an nn.Linear (PEFT's all-linear skips it)
+        ParamGroup("conv.conv.weight", "other", h * k, 1, block, "conv", "attention"),
+    ]
+    if bias:
+        groups.append(ParamGroup("conv.conv.bias", "bias", h, 1, block, "conv", "attention"))
+    return groups
+
+
+def short_conv_saved(spec: ModelSpec) -> list[Saved]:
+    """What the gated short convolution saves after ``operator_norm``."""
+    h = spec.hidden
+    return [
+        norm_output_read_by("conv.in_proj", "operator_norm", h),
+        # B, C and x are views of in_proj's output: B · x and C · conv keep all of it
+        Saved("in_proj output (B, C, x: the multiplies' views)", 3 * h, "compute"),
+        Saved("B · x (conv input)", h, "compute"),
+        Saved("conv output (C multiply input)", h, "compute"),
+        Saved(
+            "C · conv, made contiguous (out_proj input)",
+            h,
+            "compute",
+            inputs_of=("conv.out_proj",),
+        ),
+    ]
 
 
 def _ffn_groups(spec: ModelSpec, block: str) -> list[ParamGroup]:
@@ -215,19 +238,7 @@ def block_layer(spec: ModelSpec, block: str) -> list[Saved]:
     if not block.startswith("conv"):
         s += projected_attention(spec, "self_attn", "out_proj", ("q_layernorm", "k_layernorm"))
     else:
-        s += [
-            norm_output_read_by("conv.in_proj", "operator_norm", h),
-            # B, C and x are views of in_proj's output: B · x and C · conv keep all of it
-            Saved("in_proj output (B, C, x: the multiplies' views)", 3 * h, "compute"),
-            Saved("B · x (conv input)", h, "compute"),
-            Saved("conv output (C multiply input)", h, "compute"),
-            Saved(
-                "C · conv, made contiguous (out_proj input)",
-                h,
-                "compute",
-                inputs_of=("conv.out_proj",),
-            ),
-        ]
+        s += short_conv_saved(spec)
     s += _norm_saved(spec, "ffn_norm", h)
     if block.endswith("moe"):
         return s + _moe_saved(spec)

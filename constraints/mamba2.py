@@ -20,33 +20,36 @@ from constraints.hf_config_fields import positive as _positive
 from constraints.limits import excerpt
 from constraints.model_spec import ModelSpec
 from constraints.param_groups import ParamGroup, _linear
-from constraints.saved_tensors import Saved, linear_input
+from constraints.saved_tensors import DKind, Saved, linear_input
 
 
-def read(cfg: dict[str, Any], hidden: int, where: str) -> dict[str, Any]:
-    """BambaConfig's mixer fields (configuration_bamba.py defaults where a key is absent):
-    ``mamba_n_heads`` heads of ``mamba_d_head`` ("auto": expand · hidden / heads), which must
-    tile ``mamba_expand · hidden`` exactly (its ``validate_architecture``)."""
+def read(
+    cfg: dict[str, Any], hidden: int, where: str, defaults: dict[str, int] | None = None
+) -> dict[str, Any]:
+    """BambaConfig's mixer fields (configuration_bamba.py defaults where a key is absent, or
+    the family's ``defaults``): ``mamba_n_heads`` heads of ``mamba_d_head`` ("auto": the width
+    / heads), which must tile the width exactly (its ``validate_architecture``): ``mamba_expand
+    · hidden``, or ``mamba_d_ssm`` where the config sets it (Falcon-H1)."""
+    given = defaults or {}
 
     def field(key: str, default: int) -> int:
-        return _positive(key, _int(cfg, key, where=where, default=default), where)
+        return _positive(key, _int(cfg, key, where=where, default=given.get(key, default)), where)
 
     heads = field("mamba_n_heads", 128)
     expand = field("mamba_expand", 2)
-    width = expand * hidden
+    d_ssm = cfg.get("mamba_d_ssm", given.get("mamba_d_ssm"))
+    width = expand * hidden if d_ssm is None else field("mamba_d_ssm", 0)
+    what = "mamba_expand · hidden_size" if d_ssm is None else "mamba_d_ssm"
     head_dim = cfg.get("mamba_d_head", "auto")
     if head_dim in ("auto", None):
         if width % heads:
-            raise FitplanError(
-                f"{where}: mamba_n_heads {heads} does not divide mamba_expand · hidden_size {width}"
-            )
+            raise FitplanError(f"{where}: mamba_n_heads {heads} does not divide {what} {width}")
         head_dim = width // heads
     else:
         head_dim = field("mamba_d_head", 0)
     if head_dim * heads != width:
         raise FitplanError(
-            f"{where}: mamba_n_heads {heads} × mamba_d_head {head_dim} is not "
-            f"mamba_expand · hidden_size {width}"
+            f"{where}: mamba_n_heads {heads} × mamba_d_head {head_dim} is not {what} {width}"
         )
     groups = field("mamba_n_groups", 1)
     if heads % groups:
@@ -117,20 +120,28 @@ def param_groups(spec: ModelSpec, block: str, prefix: str = "mamba") -> list[Par
         ParamGroup(f"{p}.dt_bias", "other", heads, 1, block, "", "attention"),
         ParamGroup(f"{p}.A_log", "other", heads, 1, block, "", "attention"),
         ParamGroup(f"{p}.D", "other", heads, 1, block, "", "attention"),
-        ParamGroup(f"{p}.norm.weight", "norm", inner, 1, block, "", "norm"),
     ]
-    g += _linear(f"{p}.out_proj", "out_proj", inner, h, block=block, role="attention", bias=bias)
+    if spec.ssm_norm != "none":
+        g.append(ParamGroup(f"{p}.norm.weight", "norm", inner, 1, block, "", "norm"))
+    out_bias = bias if spec.ssm_out_bias is None else spec.ssm_out_bias
+    g += _linear(
+        f"{p}.out_proj", "out_proj", inner, h, block=block, role="attention", bias=out_bias
+    )
     return g
 
 
-def mixer_saved(spec: ModelSpec, prefix: str = "mamba") -> list[Saved]:
+def mixer_saved(
+    spec: ModelSpec, prefix: str = "mamba", projection: DKind = "compute"
+) -> list[Saved]:
     """What one Mamba-2 mixer saves for backward on transformers' torch path, per token.
 
     The scan runs in fp32 on every head (B and C repeated from their groups) over the sequence
     padded to a multiple of the chunk ``C``; each einsum keeps contiguous copies of its operands.
     Counted for a sequence that is a multiple of the chunk; what only the gradients of D, A_log
     and the norm weight need is kept only when they train (``norm_weight``; the depthwise conv
-    keeps its input either way). Left out: per-call constants (the
+    keeps its input either way). ``projection``: the dtype kind of in_proj's output as the
+    split reads it (Falcon-H1 multiplies it by a buffer of the weights' dtype: fp32 under
+    autocast). Left out: per-call constants (the
     C × C masks, one value per head) and, per sequence, the zero initial state that the
     inter-chunk recurrence prepends (H · P · N fp32) and the conv's K − 1 pad columns.
     """
@@ -142,9 +153,15 @@ def mixer_saved(spec: ModelSpec, prefix: str = "mamba") -> list[Saved]:
     return [
         linear_input("in_proj input (normed hidden)", h, f"{p}.in_proj"),
         # z, xBC and dt are views of in_proj's output: the conv keeps the whole of it
-        Saved("in_proj output (the conv input is a view of it)", proj, "compute"),
+        Saved("in_proj output (the conv input is a view of it)", proj, projection),
+        # conv1d is on autocast's 16-bit list: an fp32 projection is copied for it
+        *(
+            [Saved("conv input cast by autocast", conv, "autocast16")]
+            if projection != "compute"
+            else []
+        ),
         Saved("SiLU input (conv output)", conv, "compute"),
-        Saved("softplus input and clamp input (dt + dt_bias)", 2 * heads, "compute"),
+        Saved("softplus input and clamp input (dt + dt_bias)", 2 * heads, projection),
         Saved("x upcast to fp32 (x · dt)", inner, "fp32"),
         Saved("dt upcast to fp32 (x · dt)", heads, "fp32"),
         # kept for the gradients of D and A_log: only when they train (full fine-tuning)
@@ -163,13 +180,7 @@ def mixer_saved(spec: ModelSpec, prefix: str = "mamba") -> list[Saved]:
         ),
         Saved("C as the C·states einsum copies it", hn, "matmul32"),
         Saved("C·states (Y_off = · decay input)", inner, "matmul32"),
-        # BambaRMSNormGated: fp32 throughout (the scan's output is fp32), silu(z) gate first
-        Saved("gated norm: scan output, z upcast, silu(z) (fp32)", 3 * inner, "fp32"),
-        Saved("gated norm: gated output (variance input)", inner, "fp32"),
-        Saved(
-            "gated norm: normalised output, for the weight grad", inner, "fp32", norm_weight=True
-        ),
-        Saved("gated norm: rsqrt per group", spec.ssm_groups, "fp32"),
+        *GATED_OUTPUT[spec.ssm_norm](inner, spec.ssm_groups, projection),
         Saved(
             "out_proj input (cast to the compute dtype)",
             inner,
@@ -177,3 +188,41 @@ def mixer_saved(spec: ModelSpec, prefix: str = "mamba") -> list[Saved]:
             inputs_of=(f"{p}.out_proj",),
         ),
     ]
+
+
+def _gate_then_norm(inner: int, groups: int, z: DKind) -> list[Saved]:
+    """BambaRMSNormGated: fp32 throughout (the scan's output is fp32), silu(z) gate first."""
+    return [
+        Saved("gated norm: scan output, z upcast, silu(z) (fp32)", 3 * inner, "fp32"),
+        Saved("gated norm: gated output (variance input)", inner, "fp32"),
+        Saved(
+            "gated norm: normalised output, for the weight grad", inner, "fp32", norm_weight=True
+        ),
+        Saved("gated norm: rsqrt per group", groups, "fp32"),
+    ]
+
+
+def _norm_then_gate(inner: int, groups: int, z: DKind) -> list[Saved]:
+    """Falcon-H1's ``FalconH1RMSNormGated(norm_before_gate=True)``: the fp32 scan output
+    normalised per group, × the weight, then × silu(z upcast)."""
+    return [
+        Saved("gated norm: scan output (fp32, variance input)", inner, "fp32"),
+        Saved("gated norm: rsqrt per group", groups, "fp32"),
+        Saved(
+            "gated norm: normalised output, for the weight grad", inner, "fp32", norm_weight=True
+        ),
+        Saved("gated norm: weighted output, z upcast, silu(z) (fp32)", 3 * inner, "fp32"),
+    ]
+
+
+def _gate_alone(inner: int, groups: int, z: DKind) -> list[Saved]:
+    """Falcon-H1 without the norm (``mamba_rms_norm`` false): ``scan_output * silu(z)``, the
+    fp32 scan output and the 16-bit silu(z) kept by the multiply."""
+    return [
+        Saved("scan output (fp32, the gate multiply keeps it)", inner, "fp32"),
+        Saved("silu(z) (the gate multiply keeps it)", inner, z),
+    ]
+
+
+#: ModelSpec.ssm_norm -> what the mixer's output gating saves
+GATED_OUTPUT = {"gate-first": _gate_then_norm, "norm-first": _norm_then_gate, "none": _gate_alone}

@@ -84,6 +84,8 @@ SUPPORTED_TYPES = sorted(
         "bamba",
         "nemotron_h",
         "gemma4_text",
+        "falcon_h1",
+        "lfm3",
     }
 )
 
@@ -94,13 +96,17 @@ MIXER_BLOCK_PREFIX = {
     "l": "linear-",
     "c": "conv-",
     "m": "mamba-",
+    # Falcon-H1 (constraints/falcon_h1.py): attention and a Mamba-2 mixer side by side
+    "p": "hybrid-",
     # Gemma 4 (constraints/gemma4.py): global attention, and layers reusing another's K/V
     "g": "global-",
     "s": "shared-",
     "r": "shared-global-",
 }
 #: the letters of layers whose token mixer is attention
-ATTENTION_MIXERS = frozenset("agsr")
+ATTENTION_MIXERS = frozenset("agsrp")
+#: the letters of layers with a Mamba-2 mixer
+MAMBA_MIXERS = frozenset("mp")
 #: Nemotron-H's blocks without a token mixer: ``f`` an MLP alone, ``e`` an MoE alone
 SINGLE_BLOCKS = {"f": "ffn", "e": "experts"}
 
@@ -232,6 +238,12 @@ class ModelSpec(Record):
     ssm_state: int = bounded(0, ge=0)
     ssm_chunk: int = bounded(0, ge=0)
     ssm_conv_bias: bool = False
+    #: the mixer's out_proj bias where it is not ``mixer_bias`` (Falcon-H1 ``projectors_bias``)
+    ssm_out_bias: bool | None = None
+    #: the mixer's gated RMSNorm: the gate multiplies first (Bamba's ``BambaRMSNormGated``),
+    #: after the norm (Falcon-H1 ``mamba_norm_before_gate``), or no norm, the gate alone
+    #: (Falcon-H1 ``mamba_rms_norm`` false)
+    ssm_norm: Literal["gate-first", "norm-first", "none"] = "gate-first"
     #: what runs the delta rule: transformers' torch path (fp32 chunk matrices and a state per
     #: chunk saved), or flash-linear-attention's chunk kernel where ``fla`` is installed (the
     #: stack decides: searcher/search/stack.py)
@@ -239,6 +251,9 @@ class ModelSpec(Record):
     #: the attention's q_proj also yields a per-channel gate, ``o_proj(attn · sigmoid(gate))``
     #: (Qwen3-Next / Qwen 3.5 attention: q_proj is 2 · heads · head_dim wide)
     attn_output_gate: bool = False
+    #: a sigmoid gate per head on the attention output, from its own projection of the layer
+    #: input (LFM3 ``g_proj``: hidden → heads)
+    head_gate: bool = False
     #: Gemma 4's global attention layers: their head width and key/value heads (0 = as the
     #: others'), whether their values are their keys (``attention_k_eq_v``: no v_proj); its
     #: layers reusing another's keys and values with an MLP twice as wide
@@ -307,7 +322,7 @@ class ModelSpec(Record):
         global_width = (self.global_kv_heads or self.kv_heads) * (
             self.global_head_dim or self.head_dim
         )
-        width = {"a": self.kv_width, "g": global_width}
+        width = {"a": self.kv_width, "p": self.kv_width, "g": global_width}
         return 2 * sum(width.get(m, 0) for m in self.layer_mixers)
 
     @property
@@ -330,6 +345,11 @@ class ModelSpec(Record):
         if "e" in self.layer_mixers:  # Nemotron-H: the MoE blocks are listed
             return index < len(self.layer_mixers) and self.layer_mixers[index] == "e"
         return index >= self.first_dense_layers and (index + 1) % self.moe_every == 0
+
+    @property
+    def mamba_layers(self) -> int:
+        """Decoder layers with a Mamba-2 mixer (alone, or beside attention: Falcon-H1)."""
+        return sum(m in MAMBA_MIXERS for m in self.layer_mixers)
 
     @property
     def linear_layers(self) -> int:

@@ -208,12 +208,12 @@ def serving_memory(
         raise FitplanError(
             f"unknown KV cache dtype '{kv_dtype}'", f"use one of {', '.join(KV_DTYPE_BYTES)}"
         )
-    if spec.attention_layers < spec.layers:
-        mixed = spec.layers - spec.attention_layers
+    mixed = max(spec.layers - spec.attention_layers, spec.mamba_layers)
+    if mixed:
         raise FitplanError(
-            f"{spec.id}: {mixed} of its {spec.layers} layers mix tokens without attention (gated "
-            "DeltaNet, short convolution), whose per-request state vLLM keeps in its hybrid "
-            "cache: not modelled",
+            f"{spec.id}: {mixed} of its {spec.layers} layers keep a per-request state besides or "
+            "instead of attention's K/V (gated DeltaNet, short convolution, Mamba), which vLLM "
+            "keeps in its hybrid cache: not modelled",
             "fitplan plans training for this model; serving plans cover attention-only decoders",
         )
     if not 0 < gpu_memory_utilization <= 1:

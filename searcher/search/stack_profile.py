@@ -291,14 +291,20 @@ def assumed_lines(
     if cfg.attention == "sdpa":
         kernel = sdpa_kernel(gpu, compute, spec.head_dim)
         why = " (transformers' default attn_implementation)" if "attention" in filled else ""
+        wide = spec.global_head_dim
+        also = (
+            f"; its global layers (head_dim {wide}) the {sdpa_kernel(gpu, compute, wide)} kernel"
+            if wide and sdpa_kernel(gpu, compute, wide) != kernel
+            else ""
+        )
         out.append(
             f"attention sdpa{why}: the {kernel} kernel on {gpu.name} "
-            f"(sm {gpu.compute_capability}, {compute}, head_dim {spec.head_dim})"
+            f"(sm {gpu.compute_capability}, {compute}, head_dim {spec.head_dim}){also}"
         )
     if spec.linear_layers:
         out.append(gated_deltanet_phrase(spec))
-    if "m" in spec.layer_mixers:
-        mamba = spec.layer_mixers.count("m")
+    if spec.mamba_layers:
+        mamba = spec.mamba_layers
         out.append(
             f"Mamba-2 ({mamba} of {spec.layers} layers): transformers' torch path (mamba_ssm's "
             "fused kernel, where installed, keeps less: not modelled)"

@@ -87,7 +87,7 @@ def test_serving_plans_refuse_the_hybrid_cache() -> None:
     from constraints.serving import serving_memory
 
     spec = spec_from_hf_config(QWEN35, id="q")
-    with pytest.raises(FitplanError, match="24 of its 32 layers mix tokens without attention"):
+    with pytest.raises(FitplanError, match="24 of its 32 layers keep a per-request state"):
         serving_memory(spec, resolve_gpu("h100"))
 
 

@@ -158,3 +158,34 @@ def test_lora_counts_what_peft_builds(overrides: dict[str, Any], targets: str) -
     peft_model = get_peft_model(model, lora)
     trainable = sum(p.numel() for p in peft_model.parameters() if p.requires_grad)
     assert trainable == lora_params(spec, 8, targets)
+
+
+def test_kv_cache_holds_the_layers_computing_their_own_keys_and_values() -> None:
+    """Gemma4TextAttention: a reusing layer calls no cache.update (it reads the storing layer's
+    keys and values); a global layer caches its own width. E2B-like: 15 own layers (12
+    sliding × 1 kv head × 256, 3 global × 1 × 512) of 35, K and V, 2 bytes each."""
+    from constraints.inference import kv_cache_bytes
+
+    spec = spec_from_hf_config(
+        {"model_type": "gemma4_text", **SHAPES["kv sharing, double-wide MLP, one kv head"][0]},
+        id="g4",
+    )
+    assert spec.layer_mixers[:15].count("g") == 2 and spec.layer_mixers[:15].count("a") == 13
+    per_token = 2 * (13 * 1 * 256 + 2 * 1 * 512) * 2
+    assert kv_cache_bytes(spec, 1) == per_token
+
+
+def test_explain_names_the_kernel_of_the_global_layers(tmp_path: Any, capsys: Any) -> None:
+    """torch's SDPA runs flash only up to head_dim 256: the 512-wide global layers take the
+    memory-efficient kernel, said on the assumed line."""
+    import json
+
+    from searcher.cli.parser import main
+
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({"model_type": "gemma4_text"}), encoding="utf-8")
+    code = main(["explain", "--model", str(path), "--gpu", "rtx-4090", "--method", "lora"])
+    out = " ".join(capsys.readouterr().out.split())
+    assert code in (0, 1)
+    assert "the flash kernel on GeForce RTX 4090 (sm 8.9, bf16, head_dim 256)" in out
+    assert "its global layers (head_dim 512) the memory-efficient kernel" in out

@@ -371,6 +371,27 @@ NEMOTRON_MOE = {
     "moe_shared_expert_intermediate_size": 256,
 }
 QWEN_NEXT_MOE = {**MOE, "num_experts": 8, "shared_expert_intermediate_size": 256}
+#: LFM3 narrowed: eight layers (two periods of its conv / attention pattern)
+LFM3 = {
+    "hidden_size": 256,
+    "num_attention_heads": 4,
+    "intermediate_size": 512,
+    "num_hidden_layers": 8,
+    "vocab_size": 1000,
+    "conv_L_cache": 3,
+}
+#: Falcon-H1 narrowed: a 256-wide mixer of 8 heads
+FALCON_H1 = {
+    "hidden_size": 256,
+    "num_attention_heads": 4,
+    "mamba_d_ssm": 256,
+    "mamba_n_heads": 8,
+    "mamba_d_head": 32,
+    "mamba_d_state": 32,
+    "mamba_chunk_size": 64,
+    "intermediate_size": 512,
+    "vocab_size": 1000,
+}
 #: Gemma 4 narrowed: 128 wide, 32-wide sliding heads and 64-wide global ones
 GEMMA4 = {
     "hidden_size": 128,
@@ -438,6 +459,19 @@ HYBRID = [
         },
         KWS[:2],
     ),
+    # LFM3: LFM2's short convolution between global and sliding attention layers with a
+    # sigmoid gate per head and sandwich norms; the window shorter than the sequence, ungated
+    ("lfm3", LFM3, KWS),
+    ("lfm3", {**LFM3, "sliding_window": 128, "use_attention_gate": False}, KWS[:1]),
+    # Falcon-H1: a Mamba-2 mixer beside attention in every layer, μP multipliers, the mixer's
+    # output gated alone, or through its norm before or after the gate
+    ("falcon_h1", FALCON_H1, KWS),
+    ("falcon_h1", {**FALCON_H1, "mamba_rms_norm": True}, KWS[:2]),
+    (
+        "falcon_h1",
+        {**FALCON_H1, "mamba_rms_norm": True, "mamba_norm_before_gate": False},
+        KWS[:1],
+    ),
     # Gemma 4: sliding and global layers of their own head widths (global_head_dim), the last
     # four reusing earlier layers' keys and values with a double-wide MLP, per-layer inputs
     (
@@ -481,7 +515,9 @@ def test_hybrid_layers_match_their_trace() -> None:
     ``matmul32`` kind);
     Granite 4 −0.4 … −0.2 %; Nemotron-H −0.3 … +1.6 % (amp +1.6 %); Gemma 4 −2.0 … −0.0 %
     (amp −2.0 %; all-linear +7.6 % while its o_proj's input width was one for all layers, the
-    global layers' 2× wider one), its MoE −0.7 … −0.2 %. Before the tracer took its
+    global layers' 2× wider one), its MoE −0.7 … −0.2 %; LFM3 −1.0 … −0.2 %; Falcon-H1 (FALCON_H1) −0.9 … +0.3 %
+    (amp −6.1 % before in_proj's output × mup_vector, a buffer of the weights' dtype, was
+    counted fp32 under autocast with the conv input's 16-bit copy). Before the tracer took its
     two depths a period of the layer pattern apart, a 12-layer trace extrapolated from 3 and 4
     layers (one attention layer apart) and read 21 % below."""
     pytest.importorskip("peft")
