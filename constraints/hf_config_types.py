@@ -27,7 +27,7 @@ def read_model_type(cfg: dict[str, Any], where: str, family: str | None) -> tupl
         raise FitplanError(f"{where}: model_type must be a name, got {excerpt(raw_type)}")
     model_type = (raw_type or "").strip().lower()
     caveats = ""
-    supported = f"supported: {', '.join(SUPPORTED_TYPES)}"
+    supported = "`fitplan models --types` lists the model_types fitplan reads"
     if family is not None:
         chosen = family.strip().lower()
         if chosen not in SUPPORTED_TYPES:
@@ -45,12 +45,12 @@ def read_model_type(cfg: dict[str, Any], where: str, family: str | None) -> tupl
     elif not model_type:
         raise FitplanError(
             f"{where}: config.json has no model_type",
-            f"add --family NAME to read it as one, or pass raw numbers (--params …); {supported}",
+            f"add --family NAME to read it as one ({supported}), or pass raw numbers (--params …)",
         )
     elif model_type not in SUPPORTED_TYPES:
         raise FitplanError(
             f"{where}: model_type {excerpt(model_type)} is not supported",
-            f"add --family NAME to read it as one, or pass raw numbers (--params …); {supported}",
+            f"add --family NAME to read it as one ({supported}), or pass raw numbers (--params …)",
         )
     return model_type, caveats
 

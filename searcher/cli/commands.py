@@ -66,6 +66,10 @@ def cmd_explain(args: argparse.Namespace) -> int:
 
 
 def cmd_models(args: argparse.Namespace) -> int:
+    if args.types:
+        from searcher.cli.model_types import print_model_types
+
+        return print_model_types(args.json)
     from constraints.models import catalog_ids, catalog_model
     from constraints.params import inventory
     from constraints.units import fmt_count

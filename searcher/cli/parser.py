@@ -216,6 +216,9 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
 
     p = sub.add_parser("models", help="list the model catalog")
     p.add_argument("--json", action="store_true")
+    p.add_argument(
+        "--types", action="store_true", help="list the config.json model_types fitplan reads"
+    )
     p.set_defaults(handler="searcher.cli.commands:cmd_models")
 
     p = sub.add_parser("gpus", help="list the GPU catalog")

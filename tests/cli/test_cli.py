@@ -156,6 +156,23 @@ def test_config_json_path_works(tmp_path: Path, capsys: pytest.CaptureFixture[st
     assert json.loads(capsys.readouterr().out)["params"]["total"] == 7_241_732_096
 
 
+def test_models_types_lists_every_reading(capsys: pytest.CaptureFixture[str]) -> None:
+    """What the refusal of an unknown model_type points to: every type with its own reader,
+    every alias and every type read by its structure, each saying how."""
+    from constraints.hf_config_aliases import BUILT_AS, structure_families
+    from constraints.model_spec import SUPPORTED_TYPES
+
+    assert main(["models", "--types", "--json"]) == 0
+    types = json.loads(capsys.readouterr().out)
+    assert set(types) == set(SUPPORTED_TYPES) | set(BUILT_AS) | set(structure_families())
+    assert types["gemma4_text"]["read"] == "its own reader"
+    assert types["biogpt"]["read"].startswith("as opt (transformers builds")
+    assert types["granite"]["read"].startswith("as llama (transformers builds GraniteForCausalLM")
+    assert main(["models", "--types"]) == 0
+    shown = " ".join(capsys.readouterr().out.split())
+    assert "falcon_h1 │ its own reader" in shown and "pip install '.[measure]'" in shown
+
+
 def test_help_and_listing() -> None:
     assert run("--help").returncode == 0
     proc = run("models")
