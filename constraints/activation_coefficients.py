@@ -116,7 +116,7 @@ def _block_linear_widths(spec: ModelSpec) -> dict[tuple[str, str], tuple[int, fl
     for g in inventory(spec).groups:
         if not g.is_linear:
             continue
-        per_token = float(g.per_block)
+        per_token = float(g.per_block * g.uses)
         if g.role == "expert":
             per_token = float(spec.experts_run_per_token)
         out[g.block, group_key(spec, g.name, g.block)] = (g.d_in, per_token)

@@ -61,6 +61,8 @@ def activation_arrays(spec: ModelSpec, batch: ConfigBatch) -> dict[str, np.ndarr
         "cast16": np.where(b_c >= 4, 0.0, b_c),
         "autocast16": np.where(batch.autocast & (b_c < 4), b_c, 0.0),
         "matmul32": np.where(batch.autocast, b_c, C.FP32_BYTES),
+        "stream32": np.where(batch.autocast | (b_c >= 4), C.FP32_BYTES, 0.0),
+        "autocast32": np.where(batch.autocast, C.FP32_BYTES, 0.0),
     }
     tokens = (batch.micro_batch * batch.seq_len).astype(np.float64)
     s = batch.seq_len.astype(np.float64)

@@ -34,6 +34,7 @@ FAMILY_MODULES = {
     "gemma4_text": "constraints.gemma4",
     "falcon_h1": "constraints.falcon_h1",
     "lfm3": "constraints.lfm3",
+    "gemma3n_text": "constraints.gemma3n",
 }
 
 

@@ -58,6 +58,11 @@ DEFAULTS = {
     "sliding_window": 512,
     "max_position_embeddings": 131072,
 }
+#: Gemma4TextConfig.kv_sharing_modes raises the same
+SHARED_TYPES_REFUSAL = (
+    "the layers sharing keys and values include a type (sliding or global) that no earlier "
+    "layer computes"
+)
 #: what a ``per_layer_config`` entry may override (anything else is a shape not modelled)
 LAYER_OVERRIDES = {"head_dim", "num_key_value_heads"}
 
@@ -149,11 +154,8 @@ def _shared_from(cfg: dict[str, Any], is_global: list[bool], where: str) -> int:
         )
     first = layers - shared
     if shared and shared < layers and set(is_global[:first]) != set(is_global):
-        # Gemma4TextConfig.kv_sharing_modes raises the same
         raise FitplanError(
-            f"{where}: the layers sharing keys and values include a type (sliding or global) "
-            "that no earlier layer computes",
-            "check layer_types and num_kv_shared_layers",
+            f"{where}: {SHARED_TYPES_REFUSAL}", "check layer_types and num_kv_shared_layers"
         )
     return first
 

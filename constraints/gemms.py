@@ -53,7 +53,7 @@ def model_gemms(spec: ModelSpec) -> tuple[Gemm, ...]:
         if not g.is_linear:
             continue
         layers = inv.blocks[g.block] if g.block else 1
-        share = spec.experts_run_per_token / g.per_block if g.role == "expert" else 1.0
+        share = spec.experts_run_per_token / g.per_block if g.role == "expert" else g.uses
         out.append(
             Gemm(
                 group_key(spec, g.name, g.block),

@@ -86,6 +86,7 @@ SUPPORTED_TYPES = sorted(
         "gemma4_text",
         "falcon_h1",
         "lfm3",
+        "gemma3n_text",
     }
 )
 
@@ -265,6 +266,14 @@ class ModelSpec(Record):
     shared_kv_double_mlp: bool = False
     per_layer_input: int = bounded(0, ge=0)
     per_layer_vocab: int = bounded(0, ge=0)
+    #: Gemma 3n: the residual streams of AltUp (``altup_num_inputs``; 0 = one plain stream),
+    #: whether the corrected active stream is scaled (``altup_correct_scale``), the rank of the
+    #: low-rank side path (``laurel_rank``), the first layers whose MLP gate is sparsified by a
+    #: Gaussian top-k (``activation_sparsity_pattern``; their blocks are prefixed ``sparse-``)
+    altup_streams: int = bounded(0, ge=0)
+    altup_scale: bool = False
+    laurel_rank: int = bounded(0, ge=0)
+    sparse_mlp_layers: int = bounded(0, ge=0)
     #: layers whose attention is windowed (config ``layer_types``, or the type's own pattern):
     #: under SDPA each gets a materialised mask once the sequence reaches the window
     sliding_layers: int = bounded(0, ge=0)
@@ -369,7 +378,8 @@ class ModelSpec(Record):
         if mixer in SINGLE_BLOCKS:
             return SINGLE_BLOCKS[mixer]
         mlp = "moe" if self.moe_layer(index) else "dense"
-        return MIXER_BLOCK_PREFIX[mixer] + mlp
+        sparse = "sparse-" if index < self.sparse_mlp_layers else ""
+        return sparse + MIXER_BLOCK_PREFIX[mixer] + mlp
 
     @property
     def moe_layers(self) -> int:

@@ -21,7 +21,9 @@ Role = Literal[
 
 @frozen
 class ParamGroup:
-    """``per_block`` identical tensors in each of the inventory's ``block`` repeats ('' = once)."""
+    """``per_block`` identical tensors in each of the inventory's ``block`` repeats ('' = once),
+    each a linear a token passes through ``uses`` times per forward (Gemma 3n's AltUp router:
+    twice, to predict and to correct)."""
 
     name: str
     kind: Kind
@@ -32,6 +34,7 @@ class ParamGroup:
     role: Role = "other"
     d_in: int = 0
     d_out: int = 0
+    uses: int = 1
 
     @property
     def is_linear(self) -> bool:

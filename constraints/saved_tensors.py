@@ -25,8 +25,22 @@ from constraints.frozen import frozen
 from constraints.model_spec import LLAMA_LIKE, ModelSpec
 
 DKind = Literal[
-    "compute", "residual", "fp32", "softmax", "mask", "cast16", "autocast16", "matmul32"
+    "compute",
+    "residual",
+    "fp32",
+    "softmax",
+    "mask",
+    "cast16",
+    "autocast16",
+    "matmul32",
+    "stream32",
+    "autocast32",
 ]
+#: ``stream32``: fp32, but only where the residual stream is fp32 (fp32 training, or autocast
+#: over fp32 weights): a ``.float()`` that is a no-op there keeps its input's whole storage
+#: (Gemma 3n's input norm reading one of the AltUp streams); nothing in 16-bit training.
+#: ``autocast32``: fp32 under autocast only (an fp32 tensor that autocast's 16-bit copy would
+#: have replaced in fp32 training, and that is a fresh copy's place in 16-bit training)
 DKINDS: tuple[DKind, ...] = (
     "compute",
     "residual",
@@ -36,6 +50,8 @@ DKINDS: tuple[DKind, ...] = (
     "cast16",
     "autocast16",
     "matmul32",
+    "stream32",
+    "autocast32",
 )
 
 
@@ -137,7 +153,7 @@ HF_FP32_SOFTMAX = frozenset(
     LLAMA_LIKE
     | {"opt", "falcon", "gpt_neox", "phi", "cohere", "cohere2", "gpt_bigcode", "gptj"}
     | {"gpt_neo", "codegen", "bloom", "mpt", "persimmon", "lfm2", "lfm2_moe", "bamba", "nemotron_h"}
-    | {"gemma4_text", "falcon_h1", "lfm3"}
+    | {"gemma4_text", "falcon_h1", "lfm3", "gemma3n_text"}
 )
 
 

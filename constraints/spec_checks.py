@@ -128,14 +128,8 @@ def check_config_values(cfg: dict[str, Any], where: str) -> None:
         value = cfg.get(key)
         if value is None:
             continue
-        if isinstance(value, bool) or not isinstance(value, int | float):
-            raise FitplanError(f"{where}: {key} must be a whole number, got {excerpt(value)}")
-        if isinstance(value, float) and (not math.isfinite(value) or not value.is_integer()):
-            raise FitplanError(f"{where}: {key} must be a whole number, got {excerpt(value)}")
-        if value < 0:
-            raise FitplanError(f"{where}: {key} must not be negative, got {excerpt(value)}")
-        if value > 1 << 40:
-            raise FitplanError(f"{where}: {key} {excerpt(value)} is absurdly large")
+        for item in value if key in PER_LAYER_KEYS and isinstance(value, list) else [value]:
+            _check_whole(key, item, where)
     for key in (
         "hidden_act",
         "hidden_activation",
@@ -146,6 +140,21 @@ def check_config_values(cfg: dict[str, Any], where: str) -> None:
         value = cfg.get(key)
         if value is not None and not isinstance(value, str):
             raise FitplanError(f"{where}: {key} must be a name, got {excerpt(value)}")
+
+
+#: whole-number keys a config may give per layer (Gemma 3n's intermediate_size)
+PER_LAYER_KEYS = frozenset({"intermediate_size"})
+
+
+def _check_whole(key: str, value: Any, where: str) -> None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise FitplanError(f"{where}: {key} must be a whole number, got {excerpt(value)}")
+    if isinstance(value, float) and (not math.isfinite(value) or not value.is_integer()):
+        raise FitplanError(f"{where}: {key} must be a whole number, got {excerpt(value)}")
+    if value < 0:
+        raise FitplanError(f"{where}: {key} must not be negative, got {excerpt(value)}")
+    if value > 1 << 40:
+        raise FitplanError(f"{where}: {key} {excerpt(value)} is absurdly large")
 
 
 def _bounded(where: str, name: str, value: int | None, bound: L.Bound) -> None:

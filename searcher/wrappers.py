@@ -57,6 +57,8 @@ def read_wrapper(text: str) -> ModelSpec | None:
         return None
     try:
         towers = count_towers(outer, cfg)
+    except ImportError as err:  # a tower needs a package this machine lacks (Gemma 3n: timm)
+        raise _missing_package(path, outer, err) from None
     except Exception:  # a config transformers cannot build either: the refusal stands
         return None
     towers["text_type"] = inner.get("model_type") or _text_type(outer)
@@ -67,6 +69,20 @@ def read_wrapper(text: str) -> ModelSpec | None:
     if abs(total_params(spec) / towers["text_params"] - 1) > TEXT_TOLERANCE:
         return None
     return spec
+
+
+def _missing_package(path: Path, outer: str, err: ImportError) -> FitplanError:
+    """The refusal where transformers needs another package to build a wrapper's towers,
+    naming it (transformers' message says ``pip install NAME``)."""
+    import re
+
+    found = re.search(r"pip install ([\w.\-\[\]]+)", str(err))
+    need = found.group(1) if found else "the package transformers names"
+    return FitplanError(
+        f"{path}: transformers builds the other towers of {outer} only with {need} installed",
+        f"pip install {need} (fitplan then plans its text model and counts the towers), or save "
+        "its text_config as its own config.json (the towers not counted)",
+    )
 
 
 def _text_type(outer: str) -> str:

@@ -221,6 +221,8 @@ def trace_mode(
         "cast16": 0.0 if dtype == "fp32" else 2.0,
         "autocast16": 0.0,  # the layer trace runs without autocast
         "matmul32": 4.0,
+        "stream32": 4.0 if dtype == "fp32" else 0.0,
+        "autocast32": 0.0,  # the layer trace runs without autocast
         "mask": 1.0,
     }
     analytic = {

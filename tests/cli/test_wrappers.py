@@ -116,6 +116,28 @@ def test_without_torch_the_refusal_says_how_to_read_it(
     assert "Traceback" not in err
 
 
+def test_a_tower_needing_a_missing_package_names_it(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Gemma 3n's vision tower needs timm: transformers raises ImportError (its message ends
+    "You can install it with pip: `pip install timm`"); the refusal names the package."""
+    import searcher.wrappers
+
+    path, _config = _write(tmp_path, *WRAPPERS[0])
+
+    def needs_timm(model_type: str, cfg: dict) -> dict:
+        raise ImportError(
+            "TimmWrapperModel requires the timm library but it was not found in your "
+            "environment. You can install it with pip: `pip install timm`. Please note..."
+        )
+
+    monkeypatch.setattr(searcher.wrappers, "count_towers", needs_timm)
+    assert main(["explain", "--model", str(path), "--gpu", "a100-80gb"]) == 2
+    err = capsys.readouterr().err
+    assert "other towers of llava only with timm installed" in err and "pip install timm" in err
+    assert err.count("\n") == 1 and "Traceback" not in err
+
+
 @pytest.mark.parametrize("model_id", ["gemma-3-4b", "gemma-3-12b", "gemma-3-27b"])
 def test_the_catalogs_towers_are_what_transformers_builds(model_id: str) -> None:
     """The catalog stores each multimodal checkpoint's towers (a base install has no torch to

@@ -123,11 +123,20 @@ TYPES = [
 ]
 
 
+#: per-layer lists of a default config (the narrowed depth differs), and its token ids
+LISTS = ("layer_types", "eos_token_id", "bos_token_id", "per_layer_config")
+#: keys a default config may give per layer (Gemma 3n), dropped where they are lists
+PER_LAYER = ("intermediate_size", "activation_sparsity_pattern")
+
+
 def _narrowed(model_type: str, extra: dict[str, Any]) -> dict[str, Any]:
     cfg = {**CONFIGS[model_type], **NARROW, **extra}
-    for key in ("layer_types", "eos_token_id", "bos_token_id", "per_layer_config"):
+    for key in LISTS:
         if key not in extra:  # the default's per-layer lists have the default's depth
             cfg.pop(key, None)
+    for key in PER_LAYER:
+        if key not in extra and isinstance(cfg.get(key), list):
+            cfg.pop(key)
     return cfg
 
 
@@ -371,6 +380,19 @@ NEMOTRON_MOE = {
     "moe_shared_expert_intermediate_size": 256,
 }
 QWEN_NEXT_MOE = {**MOE, "num_experts": 8, "shared_expert_intermediate_size": 256}
+#: Gemma 3n narrowed: ten layers, the first three sparse, the last four reusing K/V
+GEMMA3N = {
+    "hidden_size": 256,
+    "num_attention_heads": 4,
+    "intermediate_size": 512,
+    "num_hidden_layers": 10,
+    "num_kv_shared_layers": 4,
+    "vocab_size": 1000,
+    "vocab_size_per_layer_input": 1000,
+    "hidden_size_per_layer_input": 32,
+    "laurel_rank": 16,
+    "activation_sparsity_pattern": [0.95] * 3 + [0.0] * 7,
+}
 #: LFM3 narrowed: eight layers (two periods of its conv / attention pattern)
 LFM3 = {
     "hidden_size": 256,
@@ -459,6 +481,9 @@ HYBRID = [
         },
         KWS[:2],
     ),
+    # Gemma 3n: four AltUp streams around attention and a GeGLU MLP, LAuReL, per-layer
+    # inputs, the first layers' sparsified gate, the last layers reusing keys and values
+    ("gemma3n_text", GEMMA3N, KWS[:2]),
     # LFM3: LFM2's short convolution between global and sliding attention layers with a
     # sigmoid gate per head and sandwich norms; the window shorter than the sequence, ungated
     ("lfm3", LFM3, KWS),
@@ -515,7 +540,8 @@ def test_hybrid_layers_match_their_trace() -> None:
     ``matmul32`` kind);
     Granite 4 −0.4 … −0.2 %; Nemotron-H −0.3 … +1.6 % (amp +1.6 %); Gemma 4 −2.0 … −0.0 %
     (amp −2.0 %; all-linear +7.6 % while its o_proj's input width was one for all layers, the
-    global layers' 2× wider one), its MoE −0.7 … −0.2 %; LFM3 −1.0 … −0.2 %; Falcon-H1 (FALCON_H1) −0.9 … +0.3 %
+    global layers' 2× wider one), its MoE −0.7 … −0.2 %; Gemma 3n −2.1 … +0.8 % (amp −2.1 %:
+    −17.7 % before the AltUp streams were counted fp32 where autocast leaves them so); LFM3 −1.0 … −0.2 %; Falcon-H1 (FALCON_H1) −0.9 … +0.3 %
     (amp −6.1 % before in_proj's output × mup_vector, a buffer of the weights' dtype, was
     counted fp32 under autocast with the conv input's 16-bit copy). Before the tracer took its
     two depths a period of the layer pattern apart, a 12-layer trace extrapolated from 3 and 4
