@@ -35,6 +35,7 @@ FAMILY_MODULES = {
     "falcon_h1": "constraints.falcon_h1",
     "lfm3": "constraints.lfm3",
     "gemma3n_text": "constraints.gemma3n",
+    "nanochat": "constraints.nanochat",
 }
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from constraints.errors import FitplanError
@@ -25,7 +26,12 @@ def int_field(cfg: dict[str, Any], *keys: str, where: str, default: int | None =
         if default is None:
             raise
         return default
-    if isinstance(value, bool) or not isinstance(value, int | float) or int(value) != value:
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not math.isfinite(value)
+        or int(value) != value
+    ):
         raise FitplanError(f"{where}: {keys[0]} must be an integer, got {value!r}")
     if value < 0:
         raise FitplanError(f"{where}: {keys[0]} must not be negative, got {value}")

@@ -135,7 +135,9 @@ def llama4_text(cfg: dict[str, Any], kwargs: dict[str, Any], where: str) -> None
     kwargs["peft_adapts_experts"] = False  # Llama4TextExperts' Parameters (PEFT 0.21.2, traced)
     kwargs["router_adaptable"] = False
     given = cfg.get("moe_layers")
-    if given is not None and list(given) != list(range(step - 1, kwargs["layers"], step)):
+    if given is not None and (
+        not isinstance(given, list) or given != list(range(step - 1, kwargs["layers"], step))
+    ):
         raise FitplanError(
             f"{where}: moe_layers {excerpt(given)} is not every {step}th layer",
             "fitplan models MoE layers at a fixed interleave: pass raw numbers (--params …)",

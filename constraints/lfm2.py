@@ -11,6 +11,7 @@ causal ``nn.Conv1d`` (``conv_L_cache`` taps) over B · x; C · that; ``out_proj`
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from constraints.errors import FitplanError
@@ -55,7 +56,12 @@ def _ffn_width(cfg: dict[str, Any], where: str) -> int:
     multiplier = cfg.get("block_ffn_dim_multiplier", 1.0)
     if multiplier is None:
         return width
-    if isinstance(multiplier, bool) or not isinstance(multiplier, int | float) or multiplier <= 0:
+    if (
+        isinstance(multiplier, bool)
+        or not isinstance(multiplier, int | float)
+        or not math.isfinite(multiplier)
+        or multiplier <= 0
+    ):
         raise FitplanError(
             f"{where}: block_ffn_dim_multiplier must be a positive number, got {excerpt(multiplier)}"
         )

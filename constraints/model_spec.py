@@ -87,6 +87,7 @@ SUPPORTED_TYPES = sorted(
         "falcon_h1",
         "lfm3",
         "gemma3n_text",
+        "nanochat",
     }
 )
 

@@ -49,6 +49,11 @@ DROPOUT_KEYS = (
     "hidden_dropout",
     "hidden_dropout_prob",
     "attention_probs_dropout_prob",
+    "embd_pdrop",
+    "embed_dropout",
+    "embedding_dropout",
+    "resid_dropout",
+    "residual_dropout",
 )
 #: config.json fields read as whole numbers (sizes, counts)
 INT_KEYS = (
@@ -124,6 +129,10 @@ def check_config_values(cfg: dict[str, Any], where: str) -> None:
         x = L.finite_number(value, key, where)
         if not 0 <= x < 1:
             raise FitplanError(f"{where}: {key} must be a probability in [0, 1), got {x:g}")
+    for key in SOFTCAP_KEYS:
+        value = cfg.get(key)
+        if value is not None and (L.finite_number(value, key, where) < 0):
+            raise FitplanError(f"{where}: {key} must not be negative, got {excerpt(value)}")
     for key in INT_KEYS:
         value = cfg.get(key)
         if value is None:
@@ -142,6 +151,8 @@ def check_config_values(cfg: dict[str, Any], where: str) -> None:
             raise FitplanError(f"{where}: {key} must be a name, got {excerpt(value)}")
 
 
+#: tanh soft-caps (Gemma 2 / 3n / 4, nanochat): a non-negative number, or null for none
+SOFTCAP_KEYS = ("final_logit_softcapping", "attn_logit_softcapping")
 #: whole-number keys a config may give per layer (Gemma 3n's intermediate_size)
 PER_LAYER_KEYS = frozenset({"intermediate_size"})
 

@@ -349,3 +349,25 @@ def test_mpt_variants_transformers_does_not_build_are_refused() -> None:
             spec_from_hf_config({**mpt, **bad}, id="t")
     clipped = spec_from_hf_config({**mpt, "attn_config": {"clip_qkv": 8}}, id="t")
     assert clipped.qkv_clip == 8.0
+
+
+HOSTILE_VALUES = ("x", -1, 1e30, [1], {"a": 1}, True, None)
+
+
+@pytest.mark.parametrize("model_type", sorted(CONFIGS))
+def test_a_hostile_value_in_any_field_is_refused_cleanly(model_type: str) -> None:
+    """Every field of every read type's default config replaced by a string, a negative, an
+    absurd number, a list, an object, a bool or null: read, counted, or refused with one
+    FitplanError — never another exception (found so: string dropout keys of GPT-Neo /
+    GPT-BigCode / Llama, nanochat's soft-cap, Llama 4's moe_layers as a number)."""
+    base = CONFIGS[model_type]
+    clean = []
+    for key in base:
+        if key == "model_type":
+            continue
+        for value in HOSTILE_VALUES:
+            try:
+                clean.append(total_params(spec_from_hf_config({**base, key: value}, id="t")) > 0)
+            except FitplanError as err:  # one line, naming the field or the type
+                clean.append("\n" not in err.message and len(err.message) < 400)
+    assert clean and all(clean)

@@ -481,6 +481,8 @@ HYBRID = [
         },
         KWS[:2],
     ),
+    # nanochat: weightless RMSNorms (one on the embedding), q/k normed after the rotary, relu²
+    ("nanochat", {"intermediate_size": 1024, "bos_token_id": 0, "eos_token_id": 1}, KWS),
     # Gemma 3n: four AltUp streams around attention and a GeGLU MLP, LAuReL, per-layer
     # inputs, the first layers' sparsified gate, the last layers reusing keys and values
     ("gemma3n_text", GEMMA3N, KWS[:2]),
@@ -540,7 +542,7 @@ def test_hybrid_layers_match_their_trace() -> None:
     ``matmul32`` kind);
     Granite 4 −0.4 … −0.2 %; Nemotron-H −0.3 … +1.6 % (amp +1.6 %); Gemma 4 −2.0 … −0.0 %
     (amp −2.0 %; all-linear +7.6 % while its o_proj's input width was one for all layers, the
-    global layers' 2× wider one), its MoE −0.7 … −0.2 %; Gemma 3n −2.1 … +0.8 % (amp −2.1 %:
+    global layers' 2× wider one), its MoE −0.7 … −0.2 %; nanochat −0.7 … +0.7 %; Gemma 3n −2.1 … +0.8 % (amp −2.1 %:
     −17.7 % before the AltUp streams were counted fp32 where autocast leaves them so); LFM3 −1.0 … −0.2 %; Falcon-H1 (FALCON_H1) −0.9 … +0.3 %
     (amp −6.1 % before in_proj's output × mup_vector, a buffer of the weights' dtype, was
     counted fp32 under autocast with the conv input's 16-bit copy). Before the tracer took its
