@@ -41,6 +41,16 @@ MLA_KEYS = {
 #: gated DeltaNet widths (Qwen 3.5, Qwen3-Next): heads and head dims of its linear attention
 LINEAR_HEAD_KEYS = ("linear_num_key_heads", "linear_num_value_heads")
 LINEAR_DIM_KEYS = ("linear_key_head_dim", "linear_value_head_dim")
+#: lists with one entry per layer: the copy keeps the first and the last layer's
+PER_LAYER_LISTS = (
+    "layer_types",
+    "mlp_layer_types",
+    "intermediate_size",
+    "activation_sparsity_pattern",
+)
+#: Gemma 4 / 3n widths besides the heads': the global layers' head width, the per-layer
+#: inputs, LAuReL's rank; and the per-layer inputs' vocabulary
+NARROW_TO_HEAD_DIM = ("global_head_dim", "hidden_size_per_layer_input", "laurel_rank")
 #: token ids a config names, which must stay inside the shrunken vocabulary
 TOKEN_ID_KEYS = ("pad_token_id", "bos_token_id", "eos_token_id", "decoder_start_token_id")
 
@@ -62,10 +72,20 @@ def shrunken_config(cfg: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
     layers_key = _first(cfg, LAYER_KEYS)
     if layers_key and cfg[layers_key] > LAYERS:
         put(layers_key, LAYERS, "layers")
-        for key in ("layer_types", "mlp_layer_types"):
+        for key in PER_LAYER_LISTS:
             kinds = cfg.get(key)
             if isinstance(kinds, list) and len(kinds) >= LAYERS:
                 out[key] = [kinds[0], kinds[-1]]  # a layer of each kind the ends hold
+        overrides = cfg.get("per_layer_config")  # Gemma 4: the kept layers' own shapes
+        if isinstance(overrides, dict):
+            ends = {"0": 0, str(cfg[layers_key] - 1): 1}
+            out["per_layer_config"] = {
+                str(ends[str(int(k))]): {**v, **({"head_dim": HEAD_DIM} if "head_dim" in v else {})}
+                for k, v in overrides.items()
+                if str(k).isdigit() and str(int(k)) in ends and isinstance(v, dict)
+            }
+        if isinstance(cfg.get("num_kv_shared_layers"), int):  # two layers compute their own K/V
+            out["num_kv_shared_layers"] = 0
         if isinstance(cfg.get("num_decoder_layers"), int):  # T5's decoder stack
             out["num_decoder_layers"] = min(cfg["num_decoder_layers"], LAYERS)
         for key in ("first_k_dense_replace", "num_dense_layers"):  # DeepSeek's, LFM2-MoE's
@@ -88,14 +108,20 @@ def shrunken_config(cfg: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
         if isinstance(cfg.get("head_dim"), int):
             put("head_dim", HEAD_DIM, "head_dim")
         for key in INTERMEDIATE_KEYS:
-            if isinstance(cfg.get(key), int) and cfg[key] > 2 * hidden:
+            width = out.get(key)
+            if isinstance(width, int) and width > 2 * hidden:
                 put(key, 2 * hidden, key)
+            elif isinstance(width, list):  # one per layer (Gemma 3n)
+                put(key, [min(w, 2 * hidden) if isinstance(w, int) else w for w in width], key)
         for key in PER_EXPERT_KEYS:
             if isinstance(cfg.get(key), int) and cfg[key] > hidden:
                 put(key, hidden, key)
         for key, value in MLA_KEYS.items():
             if isinstance(cfg.get(key), int) and cfg[key] > value:
                 put(key, value, key)
+        for key in NARROW_TO_HEAD_DIM:
+            if isinstance(cfg.get(key), int) and cfg[key] > HEAD_DIM:
+                put(key, HEAD_DIM, key)
         if isinstance(cfg.get("rotary_dim"), int):
             put("rotary_dim", min(cfg["rotary_dim"], HEAD_DIM), "rotary_dim")
         if str(cfg.get("model_type")) in FUSED_PROJECTIONS:
@@ -113,6 +139,8 @@ def shrunken_config(cfg: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
     for key in ("n_group", "topk_group"):
         if isinstance(cfg.get(key), int):
             out[key] = 1
+    if isinstance(cfg.get("vocab_size_per_layer_input"), int):
+        out["vocab_size_per_layer_input"] = min(cfg["vocab_size_per_layer_input"], VOCAB)
     if isinstance(cfg.get("vocab_size"), int) and cfg["vocab_size"] > VOCAB:
         put("vocab_size", VOCAB, "vocabulary")
         for key in TOKEN_ID_KEYS:

@@ -113,3 +113,26 @@ def test_a_hybrid_model_keeps_a_deltanet_and_an_attention_layer_narrowed() -> No
     small_moe = shrunken_config(moe)[0]
     assert small_moe["num_dense_layers"] == 1 and small_moe["num_experts"] == 4
     assert spec_from_hf_config(small_moe, id="m").moe_layers == 1
+
+
+@pytest.mark.parametrize(
+    "model_type", ["gemma4_text", "gemma3n_text", "falcon_h1", "lfm3", "nanochat"]
+)
+def test_the_newer_types_shrink_and_train_a_step(model_type: str) -> None:
+    """The smoke copy of each type's default config (Gemma 4's per_layer_config re-keyed to
+    the kept layers, Gemma 3n's per-layer lists cut to them, K/V sharing off) is small, read as
+    the same family, and transformers builds it and runs a training step on it."""
+    torch = pytest.importorskip("torch")
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    cfg = {**AutoConfig.for_model(model_type).to_dict(), "model_type": model_type}
+    cfg = json.loads(json.dumps(cfg, default=str))
+    found = smoke_config(cfg)
+    assert found is not None
+    small, _note = found
+    assert spec_from_hf_config(small, id="smoke").family == model_type
+    fields = {k: v for k, v in small.items() if k not in ("model_type", "transformers_version")}
+    model = AutoModelForCausalLM.from_config(AutoConfig.for_model(model_type, **fields))
+    assert sum(p.numel() for p in model.parameters()) < 20_000_000
+    ids = torch.randint(0, small["vocab_size"], (1, 64))
+    model(input_ids=ids, labels=ids).loss.backward()
