@@ -18,7 +18,7 @@ from typing import Any
 from constraints import mamba2
 from constraints.errors import FitplanError
 from constraints.hf_config_fields import int_field as _int
-from constraints.hf_config_fields import positive as _positive
+from constraints.hf_config_fields import positive_field
 from constraints.model_spec import ModelSpec
 from constraints.param_groups import (
     ParamGroup,
@@ -36,16 +36,12 @@ MIXER_DEFAULTS = {"mamba_d_ssm": 1024}
 BLOCK = "hybrid-dense"
 
 
-def _field(cfg: dict[str, Any], key: str, default: int, where: str) -> int:
-    return _positive(key, _int(cfg, key, where=where, default=default), where)
-
-
 def read(cfg: dict[str, Any], common: dict[str, Any], where: str, model_type: str) -> ModelSpec:
     """FalconH1Config's fields (its defaults where a key is absent)."""
-    hidden = _field(cfg, "hidden_size", 4096, where)
-    heads = _field(cfg, "num_attention_heads", 32, where)
+    hidden = positive_field(cfg, "hidden_size", 4096, where)
+    heads = positive_field(cfg, "num_attention_heads", 32, where)
     kv = cfg.get("num_key_value_heads", 8)
-    kv_heads = heads if kv is None else _field(cfg, "num_key_value_heads", 8, where)
+    kv_heads = heads if kv is None else positive_field(cfg, "num_key_value_heads", 8, where)
     if heads % kv_heads:
         raise FitplanError(
             f"{where}: num_attention_heads {heads} is not a multiple of num_key_value_heads "
@@ -53,11 +49,13 @@ def read(cfg: dict[str, Any], common: dict[str, Any], where: str, model_type: st
         )
     # FalconH1Attention: getattr(config, "head_dim", hidden // heads)
     head_dim = (
-        _field(cfg, "head_dim", 0, where) if cfg.get("head_dim") is not None else hidden // heads
+        positive_field(cfg, "head_dim", 0, where)
+        if cfg.get("head_dim") is not None
+        else hidden // heads
     )
     if not head_dim:
         raise FitplanError(f"{where}: hidden_size {hidden} is smaller than {heads} heads")
-    layers = _field(cfg, "num_hidden_layers", 32, where)
+    layers = positive_field(cfg, "num_hidden_layers", 32, where)
     rms_norm = bool(cfg.get("mamba_rms_norm", False))
     before_gate = bool(cfg.get("mamba_norm_before_gate", True))
     return ModelSpec(
@@ -69,8 +67,8 @@ def read(cfg: dict[str, Any], common: dict[str, Any], where: str, model_type: st
         heads=heads,
         kv_heads=kv_heads,
         head_dim=head_dim,
-        intermediate=_field(cfg, "intermediate_size", 14336, where),
-        vocab=_field(cfg, "vocab_size", 128000, where),
+        intermediate=positive_field(cfg, "intermediate_size", 14336, where),
+        vocab=positive_field(cfg, "vocab_size", 128000, where),
         max_position=_int(cfg, "max_position_embeddings", where=where, default=8192),
         tie_embeddings=bool(cfg.get("tie_word_embeddings", False)),
         qkv_bias=bool(cfg.get("attention_bias", False)),

@@ -19,9 +19,10 @@ from typing import Any
 
 from constraints.errors import FitplanError
 from constraints.gemma3n_layers import block_layer, model_saved, norm_saved
-from constraints.gemma4 import LETTER, SHARED_TYPES_REFUSAL
+from constraints.gemma4 import LETTER, attention_groups, gemma_layer_fields, shared_from
 from constraints.hf_config_fields import int_field as _int
 from constraints.hf_config_fields import positive as _positive
+from constraints.hf_config_fields import positive_field
 from constraints.limits import excerpt
 from constraints.model_spec import ModelSpec
 from constraints.param_groups import ParamGroup, ParamInventory, _linear, _norm, untied_head
@@ -51,7 +52,7 @@ DEFAULTS = {
 
 
 def _field(cfg: dict[str, Any], key: str, where: str) -> int:
-    return _positive(key, _int(cfg, key, where=where, default=DEFAULTS[key]), where)
+    return positive_field(cfg, key, DEFAULTS[key], where)
 
 
 def _per_layer(cfg: dict[str, Any], key: str, layers: int, default: Any, where: str) -> list[Any]:
@@ -122,27 +123,17 @@ def read(cfg: dict[str, Any], common: dict[str, Any], where: str, model_type: st
             f"{where}: layer_types must list '{SLIDING}' or '{GLOBAL}' for each of the "
             f"{layers} layers, got {excerpt(kinds)}"
         )
-    shared = _int(
-        cfg, "num_kv_shared_layers", where=where, default=DEFAULTS["num_kv_shared_layers"]
-    )
-    if shared > layers:
-        raise FitplanError(
-            f"{where}: num_kv_shared_layers {shared} is more than the {layers} layers"
-        )
-    first = layers - shared
-    if shared and set(kinds[:first]) != set(kinds):
-        raise FitplanError(
-            f"{where}: {SHARED_TYPES_REFUSAL}", "check layer_types and num_kv_shared_layers"
-        )
+    is_global = [k == GLOBAL for k in kinds]
+    first = shared_from(cfg, is_global, where, DEFAULTS["num_kv_shared_layers"], all_may=False)
     streams = _field(cfg, "altup_num_inputs", where)
     active = _int(cfg, "altup_active_idx", where=where, default=0)
     if active >= streams:
         raise FitplanError(
             f"{where}: altup_active_idx {active} is not one of the {streams} streams"
         )
-    window = cfg.get("sliding_window", DEFAULTS["sliding_window"])
     return ModelSpec(
         **common,
+        **gemma_layer_fields(cfg, 30.0),
         family=model_type,
         hidden=_field(cfg, "hidden_size", where),
         layers=layers,
@@ -152,18 +143,8 @@ def read(cfg: dict[str, Any], common: dict[str, Any], where: str, model_type: st
         intermediate=_mlp_width(cfg, layers, where),
         vocab=_field(cfg, "vocab_size", where),
         max_position=_field(cfg, "max_position_embeddings", where),
-        tie_embeddings=bool(cfg.get("tie_word_embeddings", True)),
-        qkv_bias=bool(cfg.get("attention_bias", False)),
-        o_bias=bool(cfg.get("attention_bias", False)),
-        norm_weight_fp32=True,
-        norms_per_layer=4,
-        qk_norm="head",
-        activation=str(cfg.get("hidden_activation", "gelu_pytorch_tanh")),
-        attention_dropout=float(cfg.get("attention_dropout", 0.0) or 0.0),
-        final_softcap=float(cfg.get("final_logit_softcapping", 30.0) or 0.0),
-        sliding_window=int(window) if isinstance(window, int) and window > 0 else None,
         sliding_layers=kinds.count(SLIDING),
-        layer_mixers="".join(LETTER[k == GLOBAL, i >= first] for i, k in enumerate(kinds)),
+        layer_mixers="".join(LETTER[g, i >= first] for i, g in enumerate(is_global)),
         per_layer_input=_field(cfg, "hidden_size_per_layer_input", where),
         per_layer_vocab=_field(cfg, "vocab_size_per_layer_input", where),
         altup_streams=streams,
@@ -196,7 +177,7 @@ def inventory(spec: ModelSpec) -> ParamInventory:
         ),
     ]  # fmt: skip
     for b in blocks:
-        groups += _attention_groups(spec, b)
+        groups += attention_groups(spec, b)
         groups += _norm(
             "input/post_attention/pre_feedforward/post_feedforward_layernorm", spec, h, b, 4
         )
@@ -223,20 +204,3 @@ def inventory(spec: ModelSpec) -> ParamInventory:
     groups += _norm("norm", spec, h, "")
     groups += untied_head(spec)
     return ParamInventory(spec.id, tuple(groups), blocks)
-
-
-def _attention_groups(spec: ModelSpec, block: str) -> list[ParamGroup]:
-    h, q, kv, d, bias = spec.hidden, spec.q_width, spec.kv_width, spec.head_dim, spec.qkv_bias
-    groups = [
-        *_linear("self_attn.q_proj", "q_proj", h, q, block=block, role="attention", bias=bias),
-        *_norm("self_attn.q_norm", spec, d, block),
-        *_linear("self_attn.o_proj", "o_proj", q, h, block=block, role="attention", bias=bias),
-    ]
-    if "shared" in block:
-        return groups
-    return [
-        *groups,
-        *_linear("self_attn.k_proj", "k_proj", h, kv, block=block, role="attention", bias=bias),
-        *_linear("self_attn.v_proj", "v_proj", h, kv, block=block, role="attention", bias=bias),
-        *_norm("self_attn.k_norm", spec, d, block),  # the v norm has no weight
-    ]

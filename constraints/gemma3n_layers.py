@@ -6,11 +6,9 @@ layers, the streams made from the embedding and merged at the end.
 
 from __future__ import annotations
 
-import dataclasses as dc
-
-from constraints.gemma4_layers import _unweighted_norm, norm_saved
+from constraints.gemma4_layers import attention_saved, norm_saved, owns_kv
 from constraints.model_spec import ModelSpec
-from constraints.saved_tensors import Saved, _attention_core, _gated_mlp, linear_input
+from constraints.saved_tensors import Saved, _gated_mlp, linear_input
 
 __all__ = ["block_layer", "model_saved", "norm_saved"]
 
@@ -27,9 +25,8 @@ def _router(spec: ModelSpec, step: str) -> list[Saved]:
 
 
 def block_layer(spec: ModelSpec, block: str) -> list[Saved]:
-    h, n, q, kv = spec.hidden, spec.altup_streams, spec.q_width, spec.kv_width
-    owns = "shared" not in block
-    attn = "self_attn."
+    h, n, attn = spec.hidden, spec.altup_streams, "self_attn."
+    projections = ("q_proj", "k_proj", "v_proj") if owns_kv(block) else ("q_proj",)
     s = [
         *_router(spec, "predict"),
         # the predict router norm's .float() on the active stream: a fresh fp32 copy in 16-bit
@@ -63,19 +60,13 @@ def block_layer(spec: ModelSpec, block: str) -> list[Saved]:
         linear_input(
             "q/k/v and laurel input (normed active stream)",
             h,
-            *(attn + p for p in (("q_proj", "k_proj", "v_proj") if owns else ("q_proj",))),
+            *(attn + p for p in projections),
             "laurel.linear_left",
         ),
         linear_input("laurel.linear_right input", spec.laurel_rank, "laurel.linear_right"),
         *norm_saved(spec, "post_laurel_norm", h),
-        *norm_saved(spec, "q_norm", q, spec.heads),
+        *attention_saved(spec, block),
     ]
-    if owns:
-        s += norm_saved(spec, "k_norm", kv, spec.kv_heads)
-        s += _unweighted_norm("v_norm", kv, spec.kv_heads)
-    core = _attention_core(spec, q, kv, kv, attn + "o_proj")
-    reused = ("k (after rotary)", "v")
-    s += core if owns else [dc.replace(x, eager_only=True) if x.what in reused else x for x in core]
     s += norm_saved(spec, "post_attention_layernorm", h)
     s += norm_saved(spec, "pre_feedforward_layernorm", h)
     s.append(linear_input("gate/up projection input (normed)", h, "mlp.gate_proj", "mlp.up_proj"))

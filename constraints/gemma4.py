@@ -34,6 +34,7 @@ from constraints.gemma4_layers import (
 )
 from constraints.hf_config_fields import int_field as _int
 from constraints.hf_config_fields import positive as _positive
+from constraints.hf_config_fields import positive_field
 from constraints.limits import excerpt
 from constraints.model_spec import ModelSpec
 from constraints.param_groups import ParamGroup, ParamInventory, _linear, _norm, untied_head
@@ -68,7 +69,27 @@ LAYER_OVERRIDES = {"head_dim", "num_key_value_heads"}
 
 
 def _field(cfg: dict[str, Any], key: str, where: str) -> int:
-    return _positive(key, _int(cfg, key, where=where, default=DEFAULTS[key]), where)
+    return positive_field(cfg, key, DEFAULTS[key], where)
+
+
+def gemma_layer_fields(cfg: dict[str, Any], softcap: float | None) -> dict[str, Any]:
+    """What Gemma 4's and Gemma 3n's layers share: fp32 RMSNorms weighted before the cast,
+    four a layer, per-head q/k norms, GeGLU, a window, a logit soft-cap (``softcap``: the
+    config class's default), biases on attention only."""
+    window = cfg.get("sliding_window", DEFAULTS["sliding_window"])
+    bias = bool(cfg.get("attention_bias", False))
+    return {
+        "tie_embeddings": bool(cfg.get("tie_word_embeddings", True)),
+        "qkv_bias": bias,
+        "o_bias": bias,
+        "norm_weight_fp32": True,
+        "norms_per_layer": 4,
+        "qk_norm": "head",
+        "activation": str(cfg.get("hidden_activation", "gelu_pytorch_tanh")),
+        "attention_dropout": float(cfg.get("attention_dropout", 0.0) or 0.0),
+        "final_softcap": float(cfg.get("final_logit_softcapping", softcap) or 0.0),
+        "sliding_window": int(window) if isinstance(window, int) and window > 0 else None,
+    }
 
 
 def _layer_types(cfg: dict[str, Any], layers: int, where: str) -> list[bool]:
@@ -144,16 +165,19 @@ def _global_shape(
     return next(iter(shapes[True]), (head_dim, kv_heads))
 
 
-def _shared_from(cfg: dict[str, Any], is_global: list[bool], where: str) -> int:
-    """The first layer that reuses an earlier layer's keys and values (the layer count: none)."""
+def shared_from(
+    cfg: dict[str, Any], is_global: list[bool], where: str, default: int = 0, all_may: bool = True
+) -> int:
+    """The first layer that reuses an earlier layer's keys and values (the layer count: none);
+    ``all_may``: every layer may reuse (Gemma 4's config allows it, Gemma 3n's does not)."""
     layers = len(is_global)
-    shared = _int(cfg, "num_kv_shared_layers", where=where, default=0)
+    shared = _int(cfg, "num_kv_shared_layers", where=where, default=default)
     if shared > layers:
         raise FitplanError(
             f"{where}: num_kv_shared_layers {shared} is more than the {layers} layers"
         )
     first = layers - shared
-    if shared and shared < layers and set(is_global[:first]) != set(is_global):
+    if shared and (shared < layers or not all_may) and set(is_global[:first]) != set(is_global):
         raise FitplanError(
             f"{where}: {SHARED_TYPES_REFUSAL}", "check layer_types and num_kv_shared_layers"
         )
@@ -194,15 +218,15 @@ def read(cfg: dict[str, Any], common: dict[str, Any], where: str, model_type: st
             raise FitplanError(
                 f"{where}: num_attention_heads {heads} is not a multiple of {n} key/value heads"
             )
-    first_shared = _shared_from(cfg, is_global, where)
+    first_shared = shared_from(cfg, is_global, where)
     per_layer = _int(
         cfg, "hidden_size_per_layer_input", where=where,
         default=DEFAULTS["hidden_size_per_layer_input"],
     )  # fmt: skip
-    window = cfg.get("sliding_window", DEFAULTS["sliding_window"])
     return ModelSpec(
         **common,
         **_moe_fields(cfg, where),
+        **gemma_layer_fields(cfg, None),
         family=model_type,
         hidden=_field(cfg, "hidden_size", where),
         layers=layers,
@@ -212,16 +236,6 @@ def read(cfg: dict[str, Any], common: dict[str, Any], where: str, model_type: st
         intermediate=_field(cfg, "intermediate_size", where),
         vocab=_field(cfg, "vocab_size", where),
         max_position=_field(cfg, "max_position_embeddings", where),
-        tie_embeddings=bool(cfg.get("tie_word_embeddings", True)),
-        qkv_bias=bool(cfg.get("attention_bias", False)),
-        o_bias=bool(cfg.get("attention_bias", False)),
-        norm_weight_fp32=True,
-        norms_per_layer=4,
-        qk_norm="head",
-        activation=str(cfg.get("hidden_activation", "gelu_pytorch_tanh")),
-        attention_dropout=float(cfg.get("attention_dropout", 0.0) or 0.0),
-        final_softcap=float(cfg.get("final_logit_softcapping") or 0.0),
-        sliding_window=int(window) if isinstance(window, int) and window > 0 else None,
         sliding_layers=is_global.count(False),
         layer_mixers="".join(LETTER[g, i >= first_shared] for i, g in enumerate(is_global)),
         global_head_dim=g_dim,
@@ -255,7 +269,7 @@ def inventory(spec: ModelSpec) -> ParamInventory:
             *_norm("per_layer_projection_norm", spec, spec.per_layer_input, ""),
         ]  # fmt: skip
     for b in blocks:
-        groups += _attention_groups(spec, b)
+        groups += attention_groups(spec, b)
         groups += _norm(
             "input/post_attention/pre_feedforward/post_feedforward_layernorm", spec, h, b, 4
         )
@@ -274,7 +288,9 @@ def inventory(spec: ModelSpec) -> ParamInventory:
     return ParamInventory(spec.id, tuple(groups), blocks)
 
 
-def _attention_groups(spec: ModelSpec, block: str) -> list[ParamGroup]:
+def attention_groups(spec: ModelSpec, block: str) -> list[ParamGroup]:
+    """q/o projections and q_norm; in a layer computing its own K/V, k/v projections (no v_proj
+    where the values are the keys) and k_norm (the v norm has no weight)."""
     shape = block_shape(spec, block)
     h, q, kv, d, bias = spec.hidden, shape.q_width, shape.kv_width, shape.head_dim, spec.qkv_bias
     groups = [

@@ -14,7 +14,7 @@ from constraints.saved_tensors import Saved, _attention_core, _gated_mlp, linear
 
 def block_shape(spec: ModelSpec, block: str) -> ModelSpec:
     """``spec`` with the head width and key/value heads of ``block``'s attention."""
-    if "global" not in block:
+    if "global" not in block or not spec.global_head_dim:
         return spec
     return spec.model_copy(
         update={"head_dim": spec.global_head_dim, "kv_heads": spec.global_kv_heads}
@@ -29,7 +29,7 @@ def mlp_width(spec: ModelSpec, block: str) -> int:
 
 
 def owns_kv(block: str) -> bool:
-    return not block.startswith("shared")
+    return "shared" not in block
 
 
 def values_are_keys(spec: ModelSpec, block: str) -> bool:
@@ -53,7 +53,7 @@ def norm_saved(spec: ModelSpec, name: str, width: int, rows: int = 1) -> list[Sa
     ]
 
 
-def _unweighted_norm(name: str, width: int, rows: int, **how: Any) -> list[Saved]:
+def unweighted_norm(name: str, width: int, rows: int, **how: Any) -> list[Saved]:
     """A ``Gemma4RMSNorm(with_scale=False)`` (the v norm, the router's norm): no weight."""
     return [
         Saved(f"{name}: fp32 upcast of the input", width, "fp32", tp_split=False, **how),
@@ -61,28 +61,35 @@ def _unweighted_norm(name: str, width: int, rows: int, **how: Any) -> list[Saved
     ]
 
 
+def attention_saved(spec: ModelSpec, block: str) -> list[Saved]:
+    """From the q/k/v projections to o_proj: the q norm; in a layer computing its own K/V, the k
+    and v norms; the core, where a layer reusing keys and values keeps no k or v of its own
+    under SDPA (the storing layer's are saved; eager attention's repeat_kv copies them per layer
+    all the same)."""
+    shape = block_shape(spec, block)
+    q, kv = shape.q_width, shape.kv_width
+    s = norm_saved(spec, "q_norm", q, spec.heads)
+    if owns_kv(block):
+        s += norm_saved(spec, "k_norm", kv, shape.kv_heads)
+        s += unweighted_norm("v_norm", kv, shape.kv_heads)
+    core = _attention_core(shape, q, kv, kv, "self_attn.o_proj")
+    if owns_kv(block):
+        return s + core
+    reused = ("k (after rotary)", "v")
+    return s + [dc.replace(x, eager_only=True) if x.what in reused else x for x in core]
+
+
 def block_layer(spec: ModelSpec, block: str) -> list[Saved]:
     """What a layer of ``block`` saves: its attention (sliding or global, computing its keys
     and values or reusing another layer's), the MLP (and the MoE beside it), the per-layer
     input's gated projection."""
-    h, shape = spec.hidden, block_shape(spec, block)
-    q, kv = shape.q_width, shape.kv_width
-    owns = owns_kv(block)
-    attn = "self_attn."
-    projections = ("q_proj", "k_proj", "v_proj") if owns else ("q_proj",)
+    h, attn = spec.hidden, "self_attn."
+    projections = ("q_proj", "k_proj", "v_proj") if owns_kv(block) else ("q_proj",)
     s = [
         *norm_saved(spec, "input_layernorm", h),
         linear_input("q/k/v projection input (normed hidden)", h, *(attn + p for p in projections)),
-        *norm_saved(spec, "q_norm", q, spec.heads),
+        *attention_saved(spec, block),
     ]
-    if owns:
-        s += norm_saved(spec, "k_norm", kv, shape.kv_heads)
-        s += _unweighted_norm("v_norm", kv, shape.kv_heads)
-    core = _attention_core(shape, q, kv, kv, attn + "o_proj")
-    # a layer reusing keys and values keeps no k or v of its own under SDPA (the storing layer's
-    # are saved); eager attention's repeat_kv copies them per layer all the same
-    reused = ("k (after rotary)", "v")
-    s += core if owns else [dc.replace(x, eager_only=True) if x.what in reused else x for x in core]
     s += norm_saved(spec, "post_attention_layernorm", h)
     s += norm_saved(spec, "pre_feedforward_layernorm", h)
     s.append(
@@ -127,7 +134,7 @@ def _moe_saved(spec: ModelSpec) -> list[Saved]:
     the outputs × the routing weights), ``post_feedforward_layernorm_2``."""
     h, k, e = spec.hidden, spec.experts_per_token, spec.num_experts
     return [
-        *_unweighted_norm("router norm", h, 1),
+        *unweighted_norm("router norm", h, 1),
         Saved(
             "router: normed × scale (scale's gradient)",
             h,
@@ -181,7 +188,7 @@ def model_saved(spec: ModelSpec) -> list[Saved]:
         linear_input(
             "per_layer_model_projection input (the scaled embeddings)", spec.hidden, *proj
         ),
-        *_unweighted_norm("per_layer_projection_norm", lp, spec.layers, grad_through=proj),
+        *unweighted_norm("per_layer_projection_norm", lp, spec.layers, grad_through=proj),
         Saved(
             "per_layer_projection_norm: normalised (fp32), for the weight grad",
             lp,

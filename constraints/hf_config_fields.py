@@ -63,6 +63,11 @@ def kv_heads(cfg: dict[str, Any], heads: int, where: str) -> int:
     )
 
 
+def positive_field(cfg: dict[str, Any], key: str, default: int, where: str) -> int:
+    """A positive whole number at ``key``, ``default`` where the config leaves it out."""
+    return positive(key, int_field(cfg, key, where=where, default=default), where)
+
+
 def positive(name: str, value: int, where: str) -> int:
     if value <= 0:
         raise FitplanError(f"{where}: {name} must be positive, got {value}")

@@ -16,7 +16,7 @@ from typing import Any
 
 from constraints.errors import FitplanError
 from constraints.hf_config_fields import int_field as _int
-from constraints.hf_config_fields import positive as _positive
+from constraints.hf_config_fields import positive_field
 from constraints.lfm2 import MLP_NAMES, short_conv_groups, short_conv_saved
 from constraints.limits import excerpt
 from constraints.model_spec import ModelSpec
@@ -48,7 +48,7 @@ DEFAULTS = {
 
 
 def _field(cfg: dict[str, Any], key: str, where: str) -> int:
-    return _positive(key, _int(cfg, key, where=where, default=DEFAULTS[key]), where)
+    return positive_field(cfg, key, DEFAULTS[key], where)
 
 
 def _layer_types(cfg: dict[str, Any], layers: int, where: str) -> list[str]:

@@ -14,6 +14,7 @@ from typing import Any
 from constraints.errors import FitplanError
 from constraints.hf_config_fields import int_field as _int
 from constraints.hf_config_fields import positive as _positive
+from constraints.hf_config_fields import positive_field
 from constraints.model_spec import ModelSpec
 from constraints.param_groups import (
     ParamGroup,
@@ -36,7 +37,7 @@ DEFAULTS = {
 
 
 def _field(cfg: dict[str, Any], key: str, where: str) -> int:
-    return _positive(key, _int(cfg, key, where=where, default=DEFAULTS[key]), where)
+    return positive_field(cfg, key, DEFAULTS[key], where)
 
 
 def read(cfg: dict[str, Any], common: dict[str, Any], where: str, model_type: str) -> ModelSpec:

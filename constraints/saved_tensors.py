@@ -19,7 +19,7 @@ What a tensor costs depends on the run (its ``dtype`` kind):
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Literal, get_args
 
 from constraints.frozen import frozen
 from constraints.model_spec import LLAMA_LIKE, ModelSpec
@@ -41,18 +41,7 @@ DKind = Literal[
 #: (Gemma 3n's input norm reading one of the AltUp streams); nothing in 16-bit training.
 #: ``autocast32``: fp32 under autocast only (an fp32 tensor that autocast's 16-bit copy would
 #: have replaced in fp32 training, and that is a fresh copy's place in 16-bit training)
-DKINDS: tuple[DKind, ...] = (
-    "compute",
-    "residual",
-    "fp32",
-    "softmax",
-    "mask",
-    "cast16",
-    "autocast16",
-    "matmul32",
-    "stream32",
-    "autocast32",
-)
+DKINDS: tuple[DKind, ...] = get_args(DKind)
 
 
 @frozen
