@@ -78,11 +78,11 @@ def shrunken_config(cfg: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
                 out[key] = [kinds[0], kinds[-1]]  # a layer of each kind the ends hold
         overrides = cfg.get("per_layer_config")  # Gemma 4: the kept layers' own shapes
         if isinstance(overrides, dict):
-            ends = {"0": 0, str(cfg[layers_key] - 1): 1}
+            kept = {"0": 0, str(cfg[layers_key] - 1): 1}  # old index -> new
             out["per_layer_config"] = {
-                str(ends[str(int(k))]): {**v, **({"head_dim": HEAD_DIM} if "head_dim" in v else {})}
+                str(kept[str(int(k))]): {**v, **({"head_dim": HEAD_DIM} if "head_dim" in v else {})}
                 for k, v in overrides.items()
-                if str(k).isdigit() and str(int(k)) in ends and isinstance(v, dict)
+                if str(k).isdigit() and str(int(k)) in kept and isinstance(v, dict)
             }
         if isinstance(cfg.get("num_kv_shared_layers"), int):  # two layers compute their own K/V
             out["num_kv_shared_layers"] = 0
