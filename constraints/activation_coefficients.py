@@ -31,6 +31,7 @@ from typing import TypeVar
 
 import numpy as np
 
+from constraints import constants as C
 from constraints.frozen import frozen
 from constraints.lora_targets import fused_expert_lora_extra
 from constraints.model_spec import ModelSpec
@@ -394,7 +395,8 @@ def layer_bytes_per_token(
     if checkpointing == "full":
         tokens = batch * seq_len
         kept = checkpointed_layer_elements(spec, block, tokens, seq_len)
-        return kept * kind_bytes["residual"] / tokens
+        stream = C.FP32_BYTES if spec.residual_fp32 else kind_bytes["residual"]
+        return kept * stream / tokens
     full_ft, targets = _trainable_keys(spec, method, lora_targets)
     widths = _linear_widths(spec)
     eager = attention == "eager"

@@ -203,6 +203,9 @@ def activation_arrays(spec: ModelSpec, batch: ConfigBatch) -> dict[str, np.ndarr
         for block, n in blocks.items()
     )
     ckpt_saved = kept * b_r
+    if spec.residual_fp32:
+        # every layer after the first is given the fp32 stream; the first, the embedding's output
+        ckpt_saved = ckpt_saved + (kept - tokens * spec.hidden) * (C.FP32_BYTES - b_r)
     # sequence parallel: each rank keeps its 1/tp slice of the checkpointed layer inputs
     ckpt_saved = np.where(sp, ckpt_saved / batch.tp, ckpt_saved)
     saved = np.where(full_ckpt, ckpt_saved, saved)

@@ -97,6 +97,8 @@ def backward_transient_bytes(
 ) -> np.ndarray:
     """Bytes per micro-batch of one layer's eager attention backward beyond its saved scores."""
     n = len(batch)
+    if not spec.attention_layers:
+        return np.zeros(n)  # a state-space model (Mamba, Mamba-2): no scores to differentiate
     eager = batch.attention == CODE["attention"]["eager"]
     cast16 = np.where(compute_bytes >= 4, 0.0, compute_bytes)  # .to(query.dtype): no-op in fp32
     dropout = 1.0 if spec.attention_dropout > 0 else 0.0

@@ -36,6 +36,7 @@ FAMILY_MODULES = {
     "lfm3": "constraints.lfm3",
     "gemma3n_text": "constraints.gemma3n",
     "nanochat": "constraints.nanochat",
+    "mamba2": "constraints.mamba2_lm",
 }
 
 

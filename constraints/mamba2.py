@@ -154,11 +154,13 @@ def mixer_saved(
         linear_input("in_proj input (normed hidden)", h, f"{p}.in_proj"),
         # z, xBC and dt are views of in_proj's output: the conv keeps the whole of it
         Saved("in_proj output (the conv input is a view of it)", proj, projection),
-        # conv1d is on autocast's 16-bit list: an fp32 projection is copied for it
-        *(
-            [Saved("conv input cast by autocast", conv, "autocast16")]
-            if projection != "compute"
-            else []
+        # conv1d is on autocast's 16-bit list: it saves autocast's copy of its channels. An fp32
+        # projection is kept besides (Falcon-H1); a 16-bit one is then kept by nothing (the
+        # reference conv first casts it to the fp32 weight's dtype, a transient)
+        Saved(
+            "conv input cast by autocast",
+            conv if projection != "compute" else conv - proj,
+            "autocast16",
         ),
         Saved("SiLU input (conv output)", conv, "compute"),
         Saved("softplus input and clamp input (dt + dt_bias)", 2 * heads, projection),

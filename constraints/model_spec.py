@@ -88,6 +88,7 @@ SUPPORTED_TYPES = sorted(
         "lfm3",
         "gemma3n_text",
         "nanochat",
+        "mamba2",
     }
 )
 
@@ -242,6 +243,10 @@ class ModelSpec(Record):
     ssm_conv_bias: bool = False
     #: the mixer's out_proj bias where it is not ``mixer_bias`` (Falcon-H1 ``projectors_bias``)
     ssm_out_bias: bool | None = None
+    #: the residual stream between layers is fp32 whatever the weights (Mamba's
+    #: ``residual_in_fp32``: the residual is upcast before each block's add), so a checkpointed
+    #: layer keeps an fp32 input
+    residual_fp32: bool = False
     #: the mixer's gated RMSNorm: the gate multiplies first (Bamba's ``BambaRMSNormGated``),
     #: after the norm (Falcon-H1 ``mamba_norm_before_gate``), or no norm, the gate alone
     #: (Falcon-H1 ``mamba_rms_norm`` false)

@@ -130,6 +130,7 @@ def shrunken_config(cfg: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
                 if cfg.get(key) is None:
                     out[key] = value
         _narrow_linear_attention(out, put)
+        _narrow_ssm_heads(out, put)
     for key in EXPERT_KEYS:
         if isinstance(cfg.get(key), int) and cfg[key] > EXPERTS:
             put(key, EXPERTS, "experts")
@@ -168,6 +169,27 @@ def _narrow_linear_attention(cfg: dict[str, Any], put: Any) -> None:
     for key in LINEAR_DIM_KEYS:
         if isinstance(cfg.get(key), int) and cfg[key] > HEAD_DIM:
             put(key, HEAD_DIM, key)
+
+
+def _narrow_ssm_heads(cfg: dict[str, Any], put: Any) -> None:
+    """Mamba-2's heads tile ``expand · hidden_size`` exactly (Mamba2Config
+    ``validate_architecture``): a few heads of HEAD_DIM, the width they make, the groups
+    dividing them, a small state."""
+    heads, expand = cfg.get("num_heads"), cfg.get("expand")
+    if cfg.get("model_type") != "mamba2" or not isinstance(heads, int) or heads <= 0:
+        return
+    if not isinstance(expand, int) or expand <= 0:
+        return
+    narrow = min(heads, 8 * expand)
+    narrow -= narrow % expand
+    put("num_heads", narrow, "num_heads")
+    put("head_dim", HEAD_DIM, "head_dim")
+    put("hidden_size", narrow * HEAD_DIM // expand, "hidden")
+    groups = cfg.get("n_groups")
+    if isinstance(groups, int) and groups > 0 and narrow % groups:
+        put("n_groups", 1, "n_groups")
+    if isinstance(cfg.get("state_size"), int) and cfg["state_size"] > HEAD_DIM:
+        put("state_size", HEAD_DIM, "state_size")
 
 
 def smoke_config(cfg: dict[str, Any]) -> tuple[dict[str, Any], str] | None:

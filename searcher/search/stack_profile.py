@@ -284,11 +284,13 @@ def assumed_lines(
             "gradient checkpointing on (prepare_model_for_kbit_training's "
             "use_gradient_checkpointing=True)"
         )
-    if cfg.attention == "eager" and "attention" in filled:
+    if not spec.attention_layers:
+        out.append(f"no attention layers ({spec.config_type or spec.family}: state-space mixers)")
+    elif cfg.attention == "eager" and "attention" in filled:
         out.append(
             f"attention eager (transformers has no SDPA for {spec.family}: it falls back to eager)"
         )
-    if cfg.attention == "sdpa":
+    if cfg.attention == "sdpa" and spec.attention_layers:
         kernel = sdpa_kernel(gpu, compute, spec.head_dim)
         why = " (transformers' default attn_implementation)" if "attention" in filled else ""
         wide = spec.global_head_dim

@@ -425,6 +425,16 @@ GEMMA4 = {
     "vocab_size": 1000,
     "vocab_size_per_layer_input": 1000,
 }
+#: Mamba-2 narrowed: 8 heads of 64 (expand 2 × 256), two groups, 64-token chunks
+MAMBA2 = {
+    "hidden_size": 256,
+    "num_heads": 8,
+    "head_dim": 64,
+    "n_groups": 2,
+    "state_size": 32,
+    "chunk_size": 64,
+    "vocab_size": 1000,
+}
 HYBRID = [
     ("qwen3_5_text", GATED_DELTANET, KWS),
     # twelve layers: traced at four and eight (one and two periods of the pattern), extrapolated
@@ -499,6 +509,9 @@ HYBRID = [
         {**FALCON_H1, "mamba_rms_norm": True, "mamba_norm_before_gate": False},
         KWS[:1],
     ),
+    # Mamba-2: the mixer alone in each block, the residual stream fp32 between blocks
+    ("mamba2", MAMBA2, KWS),
+    ("mamba2", {**MAMBA2, "residual_in_fp32": False, "use_bias": True}, KWS[:1]),
     # Gemma 4: sliding and global layers of their own head widths (global_head_dim), the last
     # four reusing earlier layers' keys and values with a double-wide MLP, per-layer inputs
     (
@@ -538,9 +551,12 @@ def test_hybrid_layers_match_their_trace() -> None:
     +1.0 %), Qwen 3.5 MoE −0.4 … −0.1 %, Qwen3-Next −0.4 … +0.7 %; LFM2 −0.1 … +0.3 % (eager
     −7.4 % before its fp32 softmax was counted); LFM2-MoE −0.2 … +0.1 %; Bamba −0.3 … −0.2 %
     (+4.2 % before what only D's, A_log's and the gated norm's gradients need was dropped under
-    LoRA; amp +1.2 %, +7.0 % before the scan's einsum copies were 16-bit under autocast: the
-    ``matmul32`` kind);
-    Granite 4 −0.4 … −0.2 %; Nemotron-H −0.3 … +1.6 % (amp +1.6 %); Gemma 4 −2.0 … −0.0 %
+    LoRA; amp +0.3 %: +7.0 % before the scan's einsum copies were 16-bit under autocast, the
+    ``matmul32`` kind, +1.2 % while the conv was counted keeping in_proj's whole output, where
+    autocast gives it a 16-bit copy of its channels);
+    Granite 4 −0.4 … +0.6 %; Nemotron-H −0.4 … +0.6 % (amp +1.6 % before the conv's copy);
+    Mamba-2 −0.7 … +0.3 % (amp +7.1 % with the conv's whole projection and an eager-attention
+    backward transient counted for a model without attention); Gemma 4 −2.0 … −0.0 %
     (amp −2.0 %; all-linear +7.6 % while its o_proj's input width was one for all layers, the
     global layers' 2× wider one), its MoE −0.7 … −0.2 %; nanochat −0.7 … +0.7 %; Gemma 3n −2.1 … +0.8 % (amp −2.1 %:
     −17.7 % before the AltUp streams were counted fp32 where autocast leaves them so); LFM3 −1.0 … −0.2 %; Falcon-H1 (FALCON_H1) −0.9 … +0.3 %
