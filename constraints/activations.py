@@ -18,6 +18,7 @@ from constraints.activation_coefficients import (
 from constraints.attention_transients import backward_transient_bytes, forward_transient_bytes
 from constraints.config import CODE
 from constraints.config_batch import ConfigBatch
+from constraints.mamba1 import scan_backward_bytes_per_token
 from constraints.model_spec import ModelSpec
 from constraints.model_states import model_facts
 from constraints.parallel_activations import op_sac_elements, per_op_sac, sequence_parallel
@@ -238,6 +239,7 @@ def activation_arrays(spec: ModelSpec, batch: ConfigBatch) -> dict[str, np.ndarr
             backward_transient_bytes(spec, batch, b_c, b_soft) - freed_before_core, 0.0
         ),
         "written": uncheckpointed + kbit_inputs,
+        "scan_backward": tokens * scan_backward_bytes_per_token(spec),
     }
 
 

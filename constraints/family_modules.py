@@ -37,6 +37,8 @@ FAMILY_MODULES = {
     "gemma3n_text": "constraints.gemma3n",
     "nanochat": "constraints.nanochat",
     "mamba2": "constraints.mamba2_lm",
+    "mamba": "constraints.mamba_lm",
+    "falcon_mamba": "constraints.mamba_lm",
 }
 
 

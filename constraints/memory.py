@@ -71,6 +71,7 @@ TERMS: dict[str, tuple[str, ...]] = {
         "recompute_layer",
         "forward_layer",
         "attention_backward",
+        "scan_backward",
         "logits_and_loss",
         "workspace",
     ),
@@ -101,6 +102,7 @@ PART_DOC = {
     "saved_activations": "tensors saved for backward, all layers",
     "recompute_layer": "one layer recomputed during backward (checkpointing) ",
     "attention_backward": "one layer's eager score gradients beside its saved scores (backward)",
+    "scan_backward": "one Mamba layer's selective-scan gradients beside its saved tensors",
     "forward_layer": "one checkpointed layer's forward tensors (eager scores, full checkpointing)",
     "logits_and_loss": "logits, their fp32 log-softmax and its gradient",
     "workspace": "cuBLAS workspace",
@@ -123,6 +125,7 @@ DYNAMIC_PARTS = (
     "recompute_layer",
     "forward_layer",
     "attention_backward",
+    "scan_backward",
     "logits_and_loss",
 )
 
@@ -205,6 +208,7 @@ def phase_parts(
             "recompute_layer": act["recompute"] if phase == 1 or end else zeros,
             "forward_layer": act["forward"] if phase == 4 else zeros,
             "attention_backward": act["attention_backward"] if phase in (1, 5) else zeros,
+            "scan_backward": act["scan_backward"] if phase == 1 else zeros,
             "logits_and_loss": logits if phase == 0 else zeros,
             "workspace": workspace,
         }

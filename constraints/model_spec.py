@@ -89,6 +89,8 @@ SUPPORTED_TYPES = sorted(
         "gemma3n_text",
         "nanochat",
         "mamba2",
+        "mamba",
+        "falcon_mamba",
     }
 )
 
@@ -105,6 +107,8 @@ MIXER_BLOCK_PREFIX = {
     "g": "global-",
     "s": "shared-",
     "r": "shared-global-",
+    # Mamba-1's selective scan (constraints/mamba1.py)
+    "y": "mamba1-",
 }
 #: the letters of layers whose token mixer is attention
 ATTENTION_MIXERS = frozenset("agsrp")
@@ -241,6 +245,12 @@ class ModelSpec(Record):
     ssm_state: int = bounded(0, ge=0)
     ssm_chunk: int = bounded(0, ge=0)
     ssm_conv_bias: bool = False
+    #: the Mamba-1 mixer (constraints/mamba1.py): its width ``expand · hidden`` (no heads) and
+    #: the rank of its time step's projection (x_proj → dt → dt_proj); Falcon-Mamba's
+    #: weightless RMSNorms on dt, B and C (``ssm_bcdt_norm``)
+    ssm_inner: int = bounded(0, ge=0)
+    ssm_dt_rank: int = bounded(0, ge=0)
+    ssm_bcdt_norm: bool = False
     #: the mixer's out_proj bias where it is not ``mixer_bias`` (Falcon-H1 ``projectors_bias``)
     ssm_out_bias: bool | None = None
     #: the residual stream between layers is fp32 whatever the weights (Mamba's
@@ -365,6 +375,11 @@ class ModelSpec(Record):
     def mamba_layers(self) -> int:
         """Decoder layers with a Mamba-2 mixer (alone, or beside attention: Falcon-H1)."""
         return sum(m in MAMBA_MIXERS for m in self.layer_mixers)
+
+    @property
+    def mamba1_layers(self) -> int:
+        """Decoder layers with a Mamba-1 mixer (Mamba, Falcon-Mamba, Jamba)."""
+        return self.layer_mixers.count("y")
 
     @property
     def linear_layers(self) -> int:

@@ -131,6 +131,7 @@ def shrunken_config(cfg: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
                     out[key] = value
         _narrow_linear_attention(out, put)
         _narrow_ssm_heads(out, put)
+    _narrow_selective_scan(out, put)
     for key in EXPERT_KEYS:
         if isinstance(cfg.get(key), int) and cfg[key] > EXPERTS:
             put(key, EXPERTS, "experts")
@@ -188,6 +189,22 @@ def _narrow_ssm_heads(cfg: dict[str, Any], put: Any) -> None:
     groups = cfg.get("n_groups")
     if isinstance(groups, int) and groups > 0 and narrow % groups:
         put("n_groups", 1, "n_groups")
+    if isinstance(cfg.get("state_size"), int) and cfg["state_size"] > HEAD_DIM:
+        put("state_size", HEAD_DIM, "state_size")
+
+
+def _narrow_selective_scan(cfg: dict[str, Any], put: Any) -> None:
+    """A Mamba-1 model (no heads to narrow by): the width of eight heads, the scan twice that
+    (the saved ``intermediate_size`` overrides ``expand``), a small time-step rank and state."""
+    hidden = cfg.get("hidden_size")
+    if cfg.get("model_type") not in ("mamba", "falcon_mamba") or not isinstance(hidden, int):
+        return
+    narrow = min(hidden, 8 * HEAD_DIM)
+    put("hidden_size", narrow, "hidden")
+    if isinstance(cfg.get("intermediate_size"), int):
+        put("intermediate_size", 2 * narrow, "intermediate_size")
+    if isinstance(cfg.get("time_step_rank"), int) and cfg["time_step_rank"] > HEAD_DIM:
+        put("time_step_rank", HEAD_DIM, "time_step_rank")
     if isinstance(cfg.get("state_size"), int) and cfg["state_size"] > HEAD_DIM:
         put("state_size", HEAD_DIM, "state_size")
 

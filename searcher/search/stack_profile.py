@@ -311,6 +311,12 @@ def assumed_lines(
             f"Mamba-2 ({mamba} of {spec.layers} layers): transformers' torch path (mamba_ssm's "
             "fused kernel, where installed, keeps less: not modelled)"
         )
+    if spec.mamba1_layers:
+        out.append(
+            f"Mamba ({spec.mamba1_layers} of {spec.layers} layers): transformers' torch path, "
+            "the scan stepped token by token (mamba_ssm's fused kernel, where installed, keeps "
+            "far less: not modelled)"
+        )
     if "loss" not in given and cfg.loss == "standard":
         out.append(
             LOSS_CHAIN_PHRASES[cfg.loss_chain].format(v=profile.versions["transformers"])

@@ -127,7 +127,7 @@ def test_malformed_config_files(tmp_path: Path) -> None:
             }
         ),
         "list.json": "[1, 2]",
-        "unknown.json": json.dumps({"model_type": "mamba", "d_model": 10}),
+        "unknown.json": json.dumps({"model_type": "rwkv", "d_model": 10}),
     }
     for name, text in cases.items():
         path = tmp_path / name

@@ -128,7 +128,7 @@ def test_unknown_type_is_refused_unless_a_family_is_named() -> None:
 @pytest.mark.parametrize(
     "cfg",
     [
-        {"model_type": "mamba", "d_model": 64},
+        {"model_type": "rwkv", "d_model": 64},
         {"model_type": "llama", "hidden_size": 64},
         {**LLAMA, "num_key_value_heads": 3},
         {**LLAMA, "hidden_size": 0},

@@ -435,6 +435,8 @@ MAMBA2 = {
     "chunk_size": 64,
     "vocab_size": 1000,
 }
+#: Mamba narrowed: a 256-wide selective scan of state 16, dt rank 8
+MAMBA = {"hidden_size": 128, "state_size": 16, "vocab_size": 1000}
 HYBRID = [
     ("qwen3_5_text", GATED_DELTANET, KWS),
     # twelve layers: traced at four and eight (one and two periods of the pattern), extrapolated
@@ -512,6 +514,10 @@ HYBRID = [
     # Mamba-2: the mixer alone in each block, the residual stream fp32 between blocks
     ("mamba2", MAMBA2, KWS),
     ("mamba2", {**MAMBA2, "residual_in_fp32": False, "use_bias": True}, KWS[:1]),
+    # Mamba: the selective scan stepped token by token (a state per step), Falcon-Mamba's
+    # weightless norms on dt, B and C
+    ("mamba", MAMBA, KWS),
+    ("falcon_mamba", {**MAMBA, "use_bias": True}, KWS[:2]),
     # Gemma 4: sliding and global layers of their own head widths (global_head_dim), the last
     # four reusing earlier layers' keys and values with a double-wide MLP, per-layer inputs
     (
