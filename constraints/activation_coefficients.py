@@ -300,10 +300,10 @@ def _parameter_routers(spec: ModelSpec) -> frozenset[str]:
 
 
 def _after_core(saved: list[Saved]) -> list[Saved]:
-    """The tensors a layer saves after its attention scores (the last ``s2`` entry): a layer's
-    backward runs its nodes in reverse, so it frees these (their nodes run first) before the
-    attention core's backward starts. Empty for a layer without eager scores."""
-    last = max((i for i, x in enumerate(saved) if x.s2), default=len(saved) - 1)
+    """The tensors a layer saves after its attention scores (the last ``s2`` entry) or its
+    scan (``core_end``): a layer's backward runs its nodes in reverse, so it frees these (their
+    nodes run first) before the core's backward starts. Empty for a layer without either."""
+    last = max((i for i, x in enumerate(saved) if x.s2 or x.core_end), default=len(saved) - 1)
     return saved[last + 1 :]
 
 

@@ -239,7 +239,10 @@ def activation_arrays(spec: ModelSpec, batch: ConfigBatch) -> dict[str, np.ndarr
             backward_transient_bytes(spec, batch, b_c, b_soft) - freed_before_core, 0.0
         ),
         "written": uncheckpointed + kbit_inputs,
-        "scan_backward": tokens * scan_backward_bytes_per_token(spec),
+        # the last Mamba layer's scan gradients, once the nodes after its scan have run
+        "scan_backward": np.maximum(
+            tokens * scan_backward_bytes_per_token(spec) - freed_before_core, 0.0
+        ),
     }
 
 

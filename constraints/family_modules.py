@@ -39,6 +39,7 @@ FAMILY_MODULES = {
     "mamba2": "constraints.mamba2_lm",
     "mamba": "constraints.mamba_lm",
     "falcon_mamba": "constraints.mamba_lm",
+    "jamba": "constraints.jamba",
 }
 
 

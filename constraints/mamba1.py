@@ -79,6 +79,10 @@ def param_groups(spec: ModelSpec, block: str, prefix: str = "mixer") -> list[Par
         g.append(ParamGroup(f"{p}.conv1d.bias", "bias", inner, 1, block, "conv1d", "attention"))
     g += _linear(f"{p}.x_proj", "x_proj", inner, rank + 2 * n, block=block, role="attention")
     g += _linear(f"{p}.dt_proj", "dt_proj", rank, inner, block=block, role="attention", bias=True)
+    if spec.ssm_bcdt_norm == "rmsnorm":  # Jamba: dt_layernorm, b_layernorm, c_layernorm
+        g.append(
+            ParamGroup(f"{p}.dt/b/c_layernorm.weight", "norm", rank + 2 * n, 1, block, "", "norm")
+        )
     g += [
         ParamGroup(f"{p}.A_log", "other", inner * n, 1, block, "", "attention"),
         ParamGroup(f"{p}.D", "other", inner, 1, block, "", "attention"),
@@ -112,6 +116,19 @@ def mixer_saved(spec: ModelSpec, prefix: str = "mixer") -> list[Saved]:
         s += [
             Saved("dt, B, C norms: fp32 upcasts (pow, mul)", rank + 2 * n, "fp32"),
             Saved("dt, B, C norms: rsqrt per row (fp32)", 3, "fp32"),
+            *(
+                # Jamba's JambaRMSNorm: weight · x̂.to(dtype), x̂ kept for the weight's gradient
+                [
+                    Saved(
+                        "dt, B, C normed, for the weights' grad",
+                        rank + 2 * n,
+                        "compute",
+                        norm_weight=True,
+                    )
+                ]
+                if spec.ssm_bcdt_norm == "rmsnorm"
+                else []
+            ),
             Saved("C normed (the scan's matmuls keep it)", n, "compute"),
             Saved(
                 "dt normed, for dt_proj's weight grad", rank, "compute", inputs_of=(f"{p}.dt_proj",)
@@ -130,7 +147,7 @@ def mixer_saved(spec: ModelSpec, prefix: str = "mixer") -> list[Saved]:
         Saved("discrete B = dt · B (· x keeps it)", inner * n, "fp32"),
         Saved("x upcast to fp32 (discrete B · x)", inner, "fp32"),
         Saved("each step's state (the next step's multiply keeps it)", inner * n, "fp32"),
-        Saved("each step's state cast for its matmul with C", inner * n, "cast16"),
+        Saved("each step's state cast for its matmul with C", inner * n, "cast16", core_end=True),
         Saved("scan output + D · x (fp32, the gate multiply keeps it)", inner, "fp32"),
         Saved("silu(z) (the gate multiply keeps it)", inner, "compute"),
         linear_input("out_proj input (cast to the compute dtype)", inner, f"{p}.out_proj"),

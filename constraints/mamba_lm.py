@@ -45,7 +45,7 @@ def read(cfg: dict[str, Any], common: dict[str, Any], where: str, model_type: st
         tie_embeddings=bool(cfg.get("tie_word_embeddings", True)),
         layer_mixers="y" * layers,
         residual_fp32=bool(cfg.get("residual_in_fp32", True)),
-        ssm_bcdt_norm=model_type == "falcon_mamba",
+        ssm_bcdt_norm="weightless" if model_type == "falcon_mamba" else "",
         sdpa_supported=False,  # no attention: transformers refuses an sdpa request
     )
 

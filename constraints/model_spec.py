@@ -91,6 +91,7 @@ SUPPORTED_TYPES = sorted(
         "mamba2",
         "mamba",
         "falcon_mamba",
+        "jamba",
     }
 )
 
@@ -246,11 +247,11 @@ class ModelSpec(Record):
     ssm_chunk: int = bounded(0, ge=0)
     ssm_conv_bias: bool = False
     #: the Mamba-1 mixer (constraints/mamba1.py): its width ``expand · hidden`` (no heads) and
-    #: the rank of its time step's projection (x_proj → dt → dt_proj); Falcon-Mamba's
-    #: weightless RMSNorms on dt, B and C (``ssm_bcdt_norm``)
+    #: the rank of its time step's projection (x_proj → dt → dt_proj); RMSNorms on dt, B and C
+    #: (``ssm_bcdt_norm``): Falcon-Mamba's weightless ones, Jamba's with weights
     ssm_inner: int = bounded(0, ge=0)
     ssm_dt_rank: int = bounded(0, ge=0)
-    ssm_bcdt_norm: bool = False
+    ssm_bcdt_norm: Literal["", "weightless", "rmsnorm"] = ""
     #: the mixer's out_proj bias where it is not ``mixer_bias`` (Falcon-H1 ``projectors_bias``)
     ssm_out_bias: bool | None = None
     #: the residual stream between layers is fp32 whatever the weights (Mamba's

@@ -75,6 +75,10 @@ class Saved:
     #: saved only where one of these linears trains or carries an adapter (its output needs a
     #: gradient: Gemma 4's per-layer inputs), whatever the adapter keeps of its own input
     grad_through: tuple[str, ...] = ()
+    #: the last tensor of a mixer core whose backward holds transients beyond what it saved (the
+    #: Mamba-1 scan's select gradients): what the layer saves after it is freed before that
+    #: backward starts, as what follows eager attention's scores is (``s2``)
+    core_end: bool = False
 
 
 def _norm(spec: ModelSpec, name: str, width: int, rows: int = 1) -> list[Saved]:
@@ -142,7 +146,7 @@ HF_FP32_SOFTMAX = frozenset(
     LLAMA_LIKE
     | {"opt", "falcon", "gpt_neox", "phi", "cohere", "cohere2", "gpt_bigcode", "gptj"}
     | {"gpt_neo", "codegen", "bloom", "mpt", "persimmon", "lfm2", "lfm2_moe", "bamba", "nemotron_h"}
-    | {"gemma4_text", "falcon_h1", "lfm3", "gemma3n_text", "nanochat"}
+    | {"gemma4_text", "falcon_h1", "lfm3", "gemma3n_text", "nanochat", "jamba"}
 )
 
 

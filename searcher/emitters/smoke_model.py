@@ -97,6 +97,8 @@ def shrunken_config(cfg: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
             out["max_window_layers"] = min(cfg["max_window_layers"], 1)
         if isinstance(cfg.get("moe_layer_end_index"), int) and cfg["moe_layer_end_index"] >= 0:
             out["moe_layer_end_index"] = LAYERS - 1
+        if isinstance(cfg.get("attn_layer_period"), int):  # Jamba: a Mamba and an attention layer
+            out["attn_layer_period"], out["attn_layer_offset"] = LAYERS, LAYERS - 1
         idxs = cfg.get("full_attn_idxs")  # LFM2: the attention layers' indices
         if isinstance(idxs, list):
             ends = (0, cfg[layers_key] - 1)
@@ -132,6 +134,8 @@ def shrunken_config(cfg: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
         _narrow_linear_attention(out, put)
         _narrow_ssm_heads(out, put)
     _narrow_selective_scan(out, put)
+    if isinstance(cfg.get("mamba_dt_rank"), int) and cfg["mamba_dt_rank"] > HEAD_DIM:  # Jamba
+        put("mamba_dt_rank", HEAD_DIM, "mamba_dt_rank")
     for key in EXPERT_KEYS:
         if isinstance(cfg.get(key), int) and cfg[key] > EXPERTS:
             put(key, EXPERTS, "experts")

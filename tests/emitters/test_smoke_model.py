@@ -117,7 +117,16 @@ def test_a_hybrid_model_keeps_a_deltanet_and_an_attention_layer_narrowed() -> No
 
 @pytest.mark.parametrize(
     "model_type",
-    ["gemma4_text", "gemma3n_text", "falcon_h1", "lfm3", "nanochat", "mamba2", "falcon_mamba"],
+    [
+        "gemma4_text",
+        "gemma3n_text",
+        "falcon_h1",
+        "lfm3",
+        "nanochat",
+        "mamba2",
+        "falcon_mamba",
+        "jamba",
+    ],
 )
 def test_the_newer_types_shrink_and_train_a_step(model_type: str) -> None:
     """The smoke copy of each type's default config (Gemma 4's per_layer_config re-keyed to

@@ -437,6 +437,17 @@ MAMBA2 = {
 }
 #: Mamba narrowed: a 256-wide selective scan of state 16, dt rank 8
 MAMBA = {"hidden_size": 128, "state_size": 16, "vocab_size": 1000}
+#: Jamba narrowed: four layers — Mamba + MLP, Mamba + MoE, attention + MLP, Mamba + MoE
+JAMBA = {
+    "hidden_size": 256,
+    "num_attention_heads": 4,
+    "intermediate_size": 512,
+    "num_hidden_layers": 4,
+    "attn_layer_period": 4,
+    "attn_layer_offset": 2,
+    "num_experts": 4,
+    "vocab_size": 1000,
+}
 HYBRID = [
     ("qwen3_5_text", GATED_DELTANET, KWS),
     # twelve layers: traced at four and eight (one and two periods of the pattern), extrapolated
@@ -518,6 +529,9 @@ HYBRID = [
     # weightless norms on dt, B and C
     ("mamba", MAMBA, KWS),
     ("falcon_mamba", {**MAMBA, "use_bias": True}, KWS[:2]),
+    # Jamba: Mamba-1 layers (weighted norms on dt, B, C) and attention without rotary, MoE on
+    # every other layer
+    ("jamba", JAMBA, KWS[:2]),
     # Gemma 4: sliding and global layers of their own head widths (global_head_dim), the last
     # four reusing earlier layers' keys and values with a double-wide MLP, per-layer inputs
     (
@@ -562,7 +576,10 @@ def test_hybrid_layers_match_their_trace() -> None:
     autocast gives it a 16-bit copy of its channels);
     Granite 4 −0.4 … +0.6 %; Nemotron-H −0.4 … +0.6 % (amp +1.6 % before the conv's copy);
     Mamba-2 −0.7 … +0.3 % (amp +7.1 % with the conv's whole projection and an eager-attention
-    backward transient counted for a model without attention); Gemma 4 −2.0 … −0.0 %
+    backward transient counted for a model without attention); Mamba and Falcon-Mamba −0.5 …
+    +0.0 % (−24 % before the stepped scan's backward held four full-size select gradients);
+    Jamba +0.2 … +0.4 % (+2.5 % while that transient was counted beside the layer's MoE, which
+    its backward has freed by then); Gemma 4 −2.0 … −0.0 %
     (amp −2.0 %; all-linear +7.6 % while its o_proj's input width was one for all layers, the
     global layers' 2× wider one), its MoE −0.7 … −0.2 %; nanochat −0.7 … +0.7 %; Gemma 3n −2.1 … +0.8 % (amp −2.1 %:
     −17.7 % before the AltUp streams were counted fp32 where autocast leaves them so); LFM3 −1.0 … −0.2 %; Falcon-H1 (FALCON_H1) −0.9 … +0.3 %
