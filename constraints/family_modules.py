@@ -40,6 +40,7 @@ FAMILY_MODULES = {
     "mamba": "constraints.mamba_lm",
     "falcon_mamba": "constraints.mamba_lm",
     "jamba": "constraints.jamba",
+    "bitnet": "constraints.bitnet",
 }
 
 

@@ -92,6 +92,7 @@ SUPPORTED_TYPES = sorted(
         "mamba",
         "falcon_mamba",
         "jamba",
+        "bitnet",
     }
 )
 
