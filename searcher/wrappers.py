@@ -168,11 +168,18 @@ def text_module(model: Any, config: Any) -> Any:
 
 
 def _build(config: Any) -> Any:
-    """The class transformers builds the wrapper with: image-text-to-text, else causal LM, else
-    the base model (whose output head, if any, stays out)."""
+    """The class transformers builds the wrapper with: image-text-to-text, multimodal LM (the
+    audio wrappers: Qwen2-Audio, Voxtral, Granite Speech), causal LM, sequence-to-sequence LM
+    (Audio Flamingo 3), else the base model (whose output head, if any, stays out)."""
     import transformers
 
-    for auto in ("AutoModelForImageTextToText", "AutoModelForCausalLM", "AutoModel"):
+    for auto in (
+        "AutoModelForImageTextToText",
+        "AutoModelForMultimodalLM",
+        "AutoModelForCausalLM",
+        "AutoModelForSeq2SeqLM",
+        "AutoModel",
+    ):
         cls = getattr(transformers, auto, None)
         if cls is None:
             continue

@@ -150,3 +150,33 @@ def test_the_catalogs_towers_are_what_transformers_builds(model_id: str) -> None
     stored = entry["towers"]
     for key in ("tied", "params", "linear_params", "lora_width", "note"):
         assert counted[key] == stored[key], key
+
+
+#: audio wrappers (built as transformers' multimodal LM, their head included)
+AUDIO = [
+    ("qwen2_audio", {"model_type": "qwen2", "hidden_size": 512, "intermediate_size": 1376,
+                     "num_hidden_layers": 3, "num_attention_heads": 8, "num_key_value_heads": 2,
+                     "vocab_size": 3000}),
+    ("voxtral", {"model_type": "llama", "hidden_size": 384, "intermediate_size": 1024,
+                 "num_hidden_layers": 2, "num_attention_heads": 6, "num_key_value_heads": 2,
+                 "head_dim": 64, "vocab_size": 4096}),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("model_type", "text"), AUDIO)
+def test_audio_wrappers_plan_the_text_model_with_its_head(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, model_type: str, text: dict
+) -> None:
+    """Qwen2-Audio and Voxtral: transformers builds them as multimodal LMs (not image-text-to-
+    text); their untied head is the text model's, not a tower's."""
+    from transformers import AutoModelForMultimodalLM
+
+    path, config = _write(tmp_path, model_type, text)
+    out = _explain(capsys, path, "--method", "lora", "--rank", "8")
+    with torch.device("meta"):
+        built = AutoModelForMultimodalLM.from_config(config)
+    params = out["params"]
+    assert params["total"] + params["other_towers"] == built.num_parameters()
+    head = built.get_output_embeddings().weight.numel()
+    towers = sum(p.numel() for n, p in built.named_parameters() if "audio" in n or "projector" in n)
+    assert params["other_towers"] == towers and head == text["vocab_size"] * text["hidden_size"]
