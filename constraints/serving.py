@@ -101,7 +101,9 @@ def kv_bytes_per_token_per_gpu(spec: ModelSpec, kv_bytes: float, tp: int) -> flo
 
 
 def serving_weight_bytes(spec: ModelSpec, weights: str) -> float:
-    """Bytes of the model's weights in a serving format (all GPUs together)."""
+    """Bytes of the model's weights in a serving format (all GPUs together); a multimodal
+    checkpoint's other towers (vision / audio encoders, projector) load beside the text model,
+    counted in 16 bits."""
     if weights not in WEIGHT_BITS:
         raise FitplanError(
             f"unknown weight format '{weights}'", f"use one of {', '.join(WEIGHT_BITS)}"
@@ -111,7 +113,8 @@ def serving_weight_bytes(spec: ModelSpec, weights: str) -> float:
     quantised = f.quantizable * bits / 8
     rest = (f.total - f.quantizable) * 2.0
     scales = 4.0 * f.quant_row_scales if weights == "int8" else 0.0  # LLM.int8 fp32 row scales
-    return quantised + rest + scales
+    towers = 2.0 * spec.tower_params
+    return quantised + rest + scales + towers
 
 
 def check_tp(spec: ModelSpec, tp: int) -> None:

@@ -17,7 +17,7 @@ from constraints.errors import FitplanError
 from constraints.models import ModelSpec, resolve_model, spec_from_hf_config
 from searcher.wrappers import build_on_meta, config_at, models_buildable
 
-HUB_ID = re.compile(r"^[A-Za-z0-9][\w.\-]*/[\w.\-]+(@[\w.\-/]+)?$")
+HUB_ID = re.compile(r"^[A-Za-z0-9][\w.\-]*/[\w.\-]+(@[\w.\-/]+)?$", re.ASCII)
 
 
 def is_hub_id(text: str) -> bool:
@@ -65,12 +65,24 @@ def hub_config(repo_id: str, revision: str | None = None) -> tuple[Path, str]:
     import logging
 
     logging.getLogger("huggingface_hub").setLevel(logging.ERROR)  # its retry lines, not ours
+    from huggingface_hub.errors import HFValidationError
+    from huggingface_hub.utils import validate_repo_id
+
     try:
+        validate_repo_id(repo_id)  # before any lookup: a bad id never touches the network
         path = Path(
             hf_hub_download(
                 repo_id, "config.json", revision=revision, local_files_only=not _hub_reachable()
             )
         )
+    except HFValidationError as err:  # e.g. a name over the Hub's 96 characters
+        reason = str(err).split(":")[0].removesuffix(".")
+        raise FitplanError(
+            f"--model {repo_id[:60]}{'…' if len(repo_id) > 60 else ''}: not a valid Hub id "
+            f"({reason})",
+            "check the id (org/name, each at most 96 characters of letters, digits, '-', '_', "
+            "'.'), or pass a local config.json",
+        ) from None
     except GatedRepoError:
         raise FitplanError(
             f"--model {repo_id}: a gated repository; your token has no access",

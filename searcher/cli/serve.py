@@ -35,7 +35,12 @@ def register(subparsers: Any) -> None:
         epilog=SERVE_EXAMPLES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("--model", required=True, metavar="NAME|PATH", help="catalog id or config.json")
+    p.add_argument(
+        "--model",
+        required=True,
+        metavar="NAME|PATH",
+        help="catalog id, config.json or Hub id (org/name)",
+    )
     p.add_argument("--gpu", default="a100-80gb", help="catalog id or a size (default %(default)s)")
     p.add_argument(
         "--context", type=integer(L.SEQ_LEN), help="tokens per request (prompt + output)"
@@ -90,14 +95,15 @@ def register(subparsers: Any) -> None:
 
 def cmd_serve(args: argparse.Namespace) -> int:
     from constraints.gpus import resolve_gpu
-    from constraints.models import resolve_model
     from constraints.serving_plan import ServeRequest, check_request, plan_serving, serve_json
 
     if args.report:
         from searcher.report.page import check_page_path
 
         check_page_path(args.report, args.force)
-    spec = resolve_model(args.model)
+    from searcher.hub import resolve_any_model  # a catalog name, a config.json or a Hub id
+
+    spec = resolve_any_model(args.model)
     gpu = resolve_gpu(args.gpu)
     request = ServeRequest(
         context=args.context,
