@@ -101,7 +101,10 @@ def dense_prefix(kinds: Any, cfg: dict[str, Any], where: str) -> int:
 #: key or its default (Gemma 2, gpt-oss: every other; Gemma 3: 6; Cohere 2, EXAONE 4: 4); Qwen
 #: 2 / 3: the layers from ``max_window_layers`` (default 28) on. Any other type with a window
 #: applies it in every layer (Mistral, Mixtral, Phi-3, Starcoder 2: one sliding mask for all).
-SLIDING_EVERY: dict[str, tuple[str, int]] = {
+SLIDING_EVERY: dict[str, tuple[str, int | str]] = {
+    # GraniteSWAConfig.__post_init__: full attention where i % 4 == 0
+    "granite_swa": ("", "GLLL"),
+    "granitemoe_swa": ("", "GLLL"),
     "gemma2": ("", 2),
     "vaultgemma": ("", 2),
     "gpt_oss": ("", 2),

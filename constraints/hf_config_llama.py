@@ -153,7 +153,7 @@ def llama_like(
         kwargs["final_softcap"] = float(cfg.get("final_logit_softcapping") or 0.0)
     if model_type == "granitemoehybrid":
         granite_hybrid(cfg, kwargs, where)
-    elif model_type in ("mixtral", "granitemoe", "granitemoeshared", "phimoe"):
+    elif model_type in ("mixtral", "granitemoe", "granitemoeshared", "granitemoe_swa", "phimoe"):
         # modeling_granitemoe.py: Mixtral's layer, the router a bare Parameter (F.linear in the
         # compute dtype, the logits then fp32); its multipliers scale without saving anything
         kwargs["router_linear"] = model_type in ("mixtral", "phimoe")
@@ -164,7 +164,7 @@ def llama_like(
         kwargs["experts_per_token"] = _int(cfg, "num_experts_per_tok", where=where, default=2)
         kwargs["moe_intermediate"] = kwargs["intermediate"]
         shared = _int(cfg, "shared_intermediate_size", where=where, default=0)
-        if model_type == "granitemoeshared" and shared:
+        if model_type in ("granitemoeshared", "granitemoe_swa") and shared:
             kwargs["shared_experts"] = 1
             kwargs["shared_expert_intermediate"] = shared
             kwargs["shared_expert_fused"] = True

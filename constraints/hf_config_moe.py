@@ -34,6 +34,7 @@ EXPERT_KEYS = {
     "ernie4_5_moe": ("moe_num_experts", "num_experts"),
     "flex_olmo": ("num_experts", "num_local_experts"),
     "granitemoe": ("num_local_experts",),
+    "granitemoe_swa": ("num_local_experts",),
     "granitemoeshared": ("num_local_experts",),
     "exaone_moe": ("num_experts", "num_local_experts"),
     "phimoe": ("num_local_experts",),

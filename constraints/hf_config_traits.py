@@ -21,6 +21,16 @@ QWEN3_NEXT_SHAPE: dict[str, float | str] = {
     "shared_expert_intermediate_size": 512,
 }
 ABSENT_DEFAULTS: dict[str, dict[str, float | str]] = {
+    # GraniteSWAConfig (configuration_granite_swa.py)
+    "granite_swa": {
+        "vocab_size": 100352,
+        "hidden_size": 2560,
+        "intermediate_size": 8192,
+        "num_hidden_layers": 24,
+        "num_attention_heads": 20,
+        "num_key_value_heads": 4,
+        "sliding_window": 128,
+    },
     "mistral": {"num_key_value_heads": 8},
     "mixtral": {"num_key_value_heads": 8},
     "qwen3_moe": {"num_key_value_heads": 4},
@@ -114,6 +124,8 @@ ABSENT_DEFAULTS: dict[str, dict[str, float | str]] = {
     "phimoe": {"num_key_value_heads": 8, "num_local_experts": 16, "num_experts_per_tok": 2},
     # GraniteMoeConfig (configuration_granitemoe.py)
     "granitemoe": {"num_local_experts": 8, "num_experts_per_tok": 2},
+    # GraniteMoeSWAConfig: GraniteMoeShared's (no shared MLP by default), a 128-token window
+    "granitemoe_swa": {"num_local_experts": 8, "num_experts_per_tok": 2, "sliding_window": 128},
     "granitemoeshared": {"num_local_experts": 8, "num_experts_per_tok": 2},
     # FlexOlmoConfig (modular_flex_olmo.py): FlexOlmo-7x7B's shapes
     "flex_olmo": {"num_experts": 7, "num_experts_per_tok": 5},
@@ -205,7 +217,13 @@ MLP_LAYER_TYPES = frozenset({"exaone_moe", "glm4_moe_lite"})
 #: hidden_size / heads is (modeling_deepseek_v3.py ``DeepseekV3Attention``)
 MLA_TYPES = ("deepseek_v2", "deepseek_v3")
 
-TIE_DEFAULT = {"gemma": True, "gemma2": True, "gemma3_text": True, "vaultgemma": True}
+TIE_DEFAULT = {
+    "gemma": True,
+    "gemma2": True,
+    "gemma3_text": True,
+    "vaultgemma": True,
+    "granite_swa": True,
+}
 
 #: the config keys that switch the q/k/v, o_proj and MLP biases, where a type's do not follow
 #: Llama's (attention_bias on q/k/v and o_proj, mlp_bias on the MLP); None: no bias
@@ -225,7 +243,12 @@ BIAS_KEYS: dict[str, tuple[str | None, str | None, str | None]] = {
 
 #: what each type's layer code fixes, whatever its config says (transformers 5.25
 #: modeling_<type>.py): fused projections, the norms and where they sit, SDPA support
+#: Granite SWA (modeling_granite_swa.py): a learnable sink per head that rescales the attention
+#: output, which transformers' SDPA path cannot take (``_supports_sdpa = False``)
+GRANITE_SWA_TRAITS = {"attn_sinks": True, "sink_scaling": True, "sdpa_supported": False}
 LAYER_TRAITS: dict[str, dict[str, Any]] = {
+    "granite_swa": GRANITE_SWA_TRAITS,
+    "granitemoe_swa": GRANITE_SWA_TRAITS,
     "gemma": {"norm_weight_fp32": True},
     # modeling_gemma2.py: "sdpa does not support softcapping"
     "gemma2": {"norm_weight_fp32": True, "norms_per_layer": 4, "sdpa_supported": False},

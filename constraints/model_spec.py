@@ -53,6 +53,8 @@ LLAMA_LIKE = {
     "flex_olmo",
     "granitemoe",
     "granitemoeshared",
+    "granite_swa",
+    "granitemoe_swa",
     "jais2",
     "hyperclovax",
     "exaone_moe",
@@ -202,6 +204,9 @@ class ModelSpec(Record):
     qkv_clip: float = bounded(0.0, ge=0.0)
     #: one learned attention-sink logit per head (gpt-oss ``self_attn.sinks``)
     attn_sinks: bool = False
+    #: the sinks rescale the attention output by ``sigmoid(logsumexp(scores) − sink)`` (Granite
+    #: SWA's eager path) rather than join the softmax as a logit (gpt-oss)
+    sink_scaling: bool = False
     #: PEFT adapts the routed experts' stacks (Mixtral, Qwen-MoE: ParamWrapper through PEFT's
     #: weight conversion); gpt-oss's expert Parameters are not targeted (PEFT 0.21.2, traced)
     peft_adapts_experts: bool = True

@@ -263,6 +263,8 @@ def _attention_core(
                 "attention logit soft-cap tanh output", heads, "compute", s2=True, eager_only=True
             )
         )
+    if spec.sink_scaling:
+        saved += _sink_scaling(heads, q)
     if dropout:
         saved += [
             Saved("attention dropout mask", heads, "mask", s2=True, eager_only=True),
@@ -284,6 +286,22 @@ def _attention_core(
         )
     )
     return saved
+
+
+def _sink_scaling(heads: int, q: int) -> list[Saved]:
+    """Granite SWA's eager sink (modeling_granite_swa.py ``eager_attention_forward``):
+    ``lse = logsumexp(scores)`` keeps the masked scores and its output (logsumexp is on
+    autocast's fp32 list: both fp32 there), ``sigmoid(lse − sink)`` its fp32 output, and
+    ``PV · scale`` the PV output and the scale cast to it."""
+    return [
+        Saved(
+            "masked scores (logsumexp keeps its input)", heads, "softmax", s2=True, eager_only=True
+        ),
+        Saved("logsumexp per head", heads, "softmax", eager_only=True),
+        Saved("sink scale sigmoid(lse − sink) (fp32)", heads, "fp32", eager_only=True),
+        Saved("sink scale cast to the output's dtype", heads, "cast16", eager_only=True),
+        Saved("PV output (the sink-scale multiply keeps it)", q, "compute", eager_only=True),
+    ]
 
 
 def fp32_scores_qk(q: int, k: int) -> Saved:

@@ -534,6 +534,14 @@ HYBRID = [
     ("jamba", JAMBA, KWS[:2]),
     # BitNet: Llama's layer with RMSNorms on the attention output and on gate × up, relu²
     ("bitnet", {"bos_token_id": 0, "eos_token_id": 1}, KWS),
+    # Granite SWA: a learnable sink per head rescaling the attention output (eager: logsumexp
+    # keeps the masked scores), a window shorter than the sequence on three of four layers
+    ("granite_swa", {"sliding_window": 64, "bos_token_id": 0, "eos_token_id": 1}, KWS),
+    (
+        "granitemoe_swa",
+        {**MOE, "num_local_experts": 4, "sliding_window": 64, "bos_token_id": 0, "eos_token_id": 1},
+        KWS[:2],
+    ),
     # Gemma 4: sliding and global layers of their own head widths (global_head_dim), the last
     # four reusing earlier layers' keys and values with a double-wide MLP, per-layer inputs
     (
@@ -581,7 +589,7 @@ def test_hybrid_layers_match_their_trace() -> None:
     backward transient counted for a model without attention); Mamba and Falcon-Mamba −0.5 …
     +0.0 % (−24 % before the stepped scan's backward held four full-size select gradients);
     Jamba +0.2 … +0.4 % (+2.5 % while that transient was counted beside the layer's MoE, which
-    its backward has freed by then); BitNet −0.1 … +0.6 %; Gemma 4 −2.0 … −0.0 %
+    its backward has freed by then); BitNet −0.1 … +0.6 %; Granite SWA / MoE SWA −0.1 … +0.6 %; Gemma 4 −2.0 … −0.0 %
     (amp −2.0 %; all-linear +7.6 % while its o_proj's input width was one for all layers, the
     global layers' 2× wider one), its MoE −0.7 … −0.2 %; nanochat −0.7 … +0.7 %; Gemma 3n −2.1 … +0.8 % (amp −2.1 %:
     −17.7 % before the AltUp streams were counted fp32 where autocast leaves them so); LFM3 −1.0 … −0.2 %; Falcon-H1 (FALCON_H1) −0.9 … +0.3 %
