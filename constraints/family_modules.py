@@ -41,6 +41,7 @@ FAMILY_MODULES = {
     "falcon_mamba": "constraints.mamba_lm",
     "jamba": "constraints.jamba",
     "bitnet": "constraints.bitnet",
+    "cohere2_moe": "constraints.cohere2_moe",
 }
 
 

@@ -95,6 +95,7 @@ SUPPORTED_TYPES = sorted(
         "falcon_mamba",
         "jamba",
         "bitnet",
+        "cohere2_moe",
     }
 )
 

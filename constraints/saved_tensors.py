@@ -147,6 +147,7 @@ HF_FP32_SOFTMAX = frozenset(
     | {"opt", "falcon", "gpt_neox", "phi", "cohere", "cohere2", "gpt_bigcode", "gptj"}
     | {"gpt_neo", "codegen", "bloom", "mpt", "persimmon", "lfm2", "lfm2_moe", "bamba", "nemotron_h"}
     | {"gemma4_text", "falcon_h1", "lfm3", "gemma3n_text", "nanochat", "jamba", "bitnet"}
+    | {"cohere2_moe"}
 )
 
 

@@ -124,7 +124,7 @@ TYPES = [
 
 
 #: per-layer lists of a default config (the narrowed depth differs), and its token ids
-LISTS = ("layer_types", "eos_token_id", "bos_token_id", "per_layer_config")
+LISTS = ("layer_types", "mlp_layer_types", "eos_token_id", "bos_token_id", "per_layer_config")
 #: keys a default config may give per layer (Gemma 3n), dropped where they are lists
 PER_LAYER = ("intermediate_size", "activation_sparsity_pattern")
 
@@ -542,6 +542,22 @@ HYBRID = [
         {**MOE, "num_local_experts": 4, "sliding_window": 64, "bos_token_id": 0, "eos_token_id": 1},
         KWS[:2],
     ),
+    # Cohere 2 MoE: Cohere 2's parallel layer with an MoE beside the attention (top-k, then
+    # softmax over it), a dense prefix layer and shared experts, or Llama's RMSNorm
+    ("cohere2_moe", {"num_experts": 4, "intermediate_size": 512, "sliding_window": 64}, KWS[:2]),
+    (
+        "cohere2_moe",
+        {
+            "num_experts": 4,
+            "intermediate_size": 256,
+            "num_shared_experts": 2,
+            "mlp_layer_types": ["dense", "sparse", "sparse"],
+            "prefix_dense_intermediate_size": 768,
+            "rms_norm_eps": 1e-5,
+            "expert_selection_fn": "sigmoid",
+        },
+        KWS[:2],
+    ),
     # Gemma 4: sliding and global layers of their own head widths (global_head_dim), the last
     # four reusing earlier layers' keys and values with a double-wide MLP, per-layer inputs
     (
@@ -589,7 +605,7 @@ def test_hybrid_layers_match_their_trace() -> None:
     backward transient counted for a model without attention); Mamba and Falcon-Mamba −0.5 …
     +0.0 % (−24 % before the stepped scan's backward held four full-size select gradients);
     Jamba +0.2 … +0.4 % (+2.5 % while that transient was counted beside the layer's MoE, which
-    its backward has freed by then); BitNet −0.1 … +0.6 %; Granite SWA / MoE SWA −0.1 … +0.6 %; Gemma 4 −2.0 … −0.0 %
+    its backward has freed by then); BitNet −0.1 … +0.6 %; Granite SWA / MoE SWA −0.1 … +0.6 %; Cohere 2 MoE −1.3 … +1.9 %; Gemma 4 −2.0 … −0.0 %
     (amp −2.0 %; all-linear +7.6 % while its o_proj's input width was one for all layers, the
     global layers' 2× wider one), its MoE −0.7 … −0.2 %; nanochat −0.7 … +0.7 %; Gemma 3n −2.1 … +0.8 % (amp −2.1 %:
     −17.7 % before the AltUp streams were counted fp32 where autocast leaves them so); LFM3 −1.0 … −0.2 %; Falcon-H1 (FALCON_H1) −0.9 … +0.3 %
