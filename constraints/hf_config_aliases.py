@@ -135,6 +135,29 @@ BUILT_AS = {
         ),
         dense=True,
     ),
+    # modular_minicpm3.py: Llama's layer with DeepseekV2Attention (MLA, Llama's cos/sin rotary)
+    # and a dense gated MLP in every layer; the embedding, each residual branch and the head's
+    # input scaled by constants (multiplies that keep nothing)
+    "minicpm3": BuiltAs(
+        "deepseek_v3",
+        "MiniCPM3ForCausalLM",
+        (),
+        (
+            ("vocab_size", 73448),
+            ("hidden_size", 2560),
+            ("intermediate_size", 6400),
+            ("num_hidden_layers", 62),
+            ("num_attention_heads", 40),
+            ("num_key_value_heads", 40),
+            ("kv_lora_rank", 256),
+            ("q_lora_rank", 768),
+            ("qk_rope_head_dim", 32),
+            ("v_head_dim", 64),
+            ("qk_nope_head_dim", 64),
+            ("tie_word_embeddings", True),
+        ),
+        dense=True,
+    ),
     # modeling_biogpt.py: OPT's pre-LayerNorm layer (q/k/v/out_proj and fc1/fc2 with biases,
     # learned positions offset by 2, a final LayerNorm, the head tied), its own key names and
     # defaults; the embeddings scaled by sqrt(hidden) (a multiply that keeps nothing)

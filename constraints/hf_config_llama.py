@@ -86,7 +86,8 @@ def llama_like(
     hidden = _positive("hidden_size", _int(cfg, "hidden_size", where=where), where)
     heads = _positive("num_attention_heads", _int(cfg, "num_attention_heads", where=where), where)
     kv_heads = _kv_heads(cfg, heads, where)
-    if heads % kv_heads:
+    # MLA expands its latent to every head: num_key_value_heads is not read (set below)
+    if heads % kv_heads and model_type not in MLA_TYPES:
         raise FitplanError(
             f"{where}: num_attention_heads {heads} is not a multiple of num_key_value_heads {kv_heads}"
         )

@@ -558,6 +558,21 @@ HYBRID = [
         },
         KWS[:2],
     ),
+    # MiniCPM3: Llama's layer with DeepSeek-V2's MLA (Llama's rotary), scaled residual branches
+    (
+        "minicpm3",
+        {
+            "num_key_value_heads": 8,
+            "q_lora_rank": 128,
+            "kv_lora_rank": 64,
+            "qk_nope_head_dim": 48,
+            "qk_rope_head_dim": 16,
+            "v_head_dim": 64,
+            "bos_token_id": 0,
+            "eos_token_id": 1,
+        },
+        KWS,
+    ),
     # Gemma 4: sliding and global layers of their own head widths (global_head_dim), the last
     # four reusing earlier layers' keys and values with a double-wide MLP, per-layer inputs
     (
@@ -605,7 +620,7 @@ def test_hybrid_layers_match_their_trace() -> None:
     backward transient counted for a model without attention); Mamba and Falcon-Mamba −0.5 …
     +0.0 % (−24 % before the stepped scan's backward held four full-size select gradients);
     Jamba +0.2 … +0.4 % (+2.5 % while that transient was counted beside the layer's MoE, which
-    its backward has freed by then); BitNet −0.1 … +0.6 %; Granite SWA / MoE SWA −0.1 … +0.6 %; Cohere 2 MoE −1.3 … +1.9 %; Gemma 4 −2.0 … −0.0 %
+    its backward has freed by then); BitNet −0.1 … +0.6 %; Granite SWA / MoE SWA −0.1 … +0.6 %; Cohere 2 MoE −1.3 … +1.9 %; MiniCPM3 −0.6 … +0.5 %; Gemma 4 −2.0 … −0.0 %
     (amp −2.0 %; all-linear +7.6 % while its o_proj's input width was one for all layers, the
     global layers' 2× wider one), its MoE −0.7 … −0.2 %; nanochat −0.7 … +0.7 %; Gemma 3n −2.1 … +0.8 % (amp −2.1 %:
     −17.7 % before the AltUp streams were counted fp32 where autocast leaves them so); LFM3 −1.0 … −0.2 %; Falcon-H1 (FALCON_H1) −0.9 … +0.3 %
