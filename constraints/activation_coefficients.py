@@ -72,6 +72,8 @@ class ActivationCoefficients:
     #: tensors saved after the scores: the out projection's input, the post-attention norm, the
     #: MLP), per token by dtype kind, and the LoRA A outputs / input copies of those linears
     after_core_per_token: dict[DKind, float] = field(default_factory=dict)
+    #: what the largest layer saves before its attention core starts, elements per token
+    before_core_per_token: dict[DKind, float] = field(default_factory=dict)
     after_core_rank_elems: float = 0.0
     after_core_copy_elems: float = 0.0
     #: LoRA on fused expert stacks (PEFT ``ParamWrapper``): elements of the folded weights
@@ -115,7 +117,7 @@ def _block_linear_widths(spec: ModelSpec) -> dict[tuple[str, str], tuple[int, fl
     layers); block '' is a model-level linear, applied once per token."""
     out: dict[tuple[str, str], tuple[int, float]] = {}
     for g in inventory(spec).groups:
-        if not g.is_linear:
+        if not g.is_linear or not g.recorded:
             continue
         per_token = float(g.per_block * g.uses)
         if g.role == "expert":
@@ -161,6 +163,7 @@ def activation_coefficients(
     rank_elems = 0.0
     copy_elems = 0.0
     after_pt: dict[DKind, float] = dict.fromkeys(DKINDS, 0.0)
+    before_pt: dict[DKind, float] = dict.fromkeys(DKINDS, 0.0)
     after_rank = 0.0
     after_copy = 0.0
     experts = _expert_keys(spec)
@@ -199,6 +202,10 @@ def activation_coefficients(
         for x in after:
             if keeps(x, block) and not x.s2:
                 apt[x.dtype] += x.width
+        bpt = dict.fromkeys(DKINDS, 0.0)
+        for x in _before_core(block_saved):
+            if keeps(x, block) and not x.s2:
+                bpt[x.dtype] += x.width
         # LoRA: each targeted linear saves its A output (r elements per application) and, when it
         # needs a private copy of its input, that copy (d_in elements per application)
         for key in targets:
@@ -232,6 +239,7 @@ def activation_coefficients(
             largest_bytes = size
             layer_pt, layer_s2 = dict(pt), dict(ps)
             after_pt, after_rank, after_copy = apt, a_rank, a_copy
+            before_pt = bpt
     for (block, key), (d_in, apps) in block_widths.items():
         if not block and key in targets and key not in experts:  # a model-level linear: once
             rank_elems += apps
@@ -264,6 +272,7 @@ def activation_coefficients(
         lora_rank_elems=rank_elems,
         lora_copy_elems=copy_elems,
         after_core_per_token=after_pt,
+        before_core_per_token=before_pt,
         after_core_rank_elems=after_rank,
         after_core_copy_elems=after_copy,
         folded_weight_elems=folded,
@@ -297,6 +306,13 @@ def _parameter_routers(spec: ModelSpec) -> frozenset[str]:
         for g in inventory(spec).groups
         if g.role == "router" and not g.is_linear
     )
+
+
+def _before_core(saved: list[Saved]) -> list[Saved]:
+    """The tensors a layer saves before its attention core (the first ``core_start`` entry);
+    all of them for a layer without one."""
+    first = next((i for i, x in enumerate(saved) if x.core_start), len(saved))
+    return saved[:first]
 
 
 def _after_core(saved: list[Saved]) -> list[Saved]:

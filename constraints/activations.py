@@ -15,7 +15,11 @@ from constraints.activation_coefficients import (
     checkpointed_layer_elements,
     layer_bytes_per_token,
 )
-from constraints.attention_transients import backward_transient_bytes, forward_transient_bytes
+from constraints.attention_transients import (
+    backward_transient_bytes,
+    forward_transient_bytes,
+    indexer_transient_bytes,
+)
 from constraints.config import CODE
 from constraints.config_batch import ConfigBatch
 from constraints.mamba1 import scan_backward_bytes_per_token
@@ -83,6 +87,7 @@ def activation_arrays(spec: ModelSpec, batch: ConfigBatch) -> dict[str, np.ndarr
     lora_extra = np.zeros(n)
     kbit_inputs = np.zeros(n)  # bitsandbytes < 0.43.2: every 4-bit linear's input
     freed_before_core = np.zeros(n)  # what a layer's backward frees before its attention core
+    saved_before_core = np.zeros(n)  # what a layer's forward has saved when its core starts
     sp = sequence_parallel(batch)
     # one coefficient set per distinct (trainability, attention, checkpointing, copies, tp)
     key = batch.is_lora.astype(np.int64)
@@ -130,6 +135,10 @@ def activation_arrays(spec: ModelSpec, batch: ConfigBatch) -> dict[str, np.ndarr
             kind_bytes[kind][sel] * coef.after_core_per_token.get(kind, 0.0) for kind in DKINDS
         )
         freed_before_core[sel] = tokens[sel] * after_core / tp_deg
+        before = sum(
+            kind_bytes[kind][sel] * coef.before_core_per_token.get(kind, 0.0) for kind in DKINDS
+        )
+        saved_before_core[sel] = tokens[sel] * before / tp_deg
         if is_sel:
             # selective recomputation rebuilds each layer's attention core in its backward: for
             # that moment one layer holds what no checkpointing would have kept of it
@@ -179,8 +188,9 @@ def activation_arrays(spec: ModelSpec, batch: ConfigBatch) -> dict[str, np.ndarr
     facts = model_facts(spec)
     layers = float(facts.layers)
     masked = masked_sdpa_bytes_per_layer(spec, batch, b_c)
-    saved = saved + lora_extra + spec.sliding_layers * masked
-    layer = layer + masked
+    sparse = sparse_mask_bytes_per_layer(spec, batch, b_c)
+    saved = saved + lora_extra + spec.sliding_layers * masked + spec.layers * sparse
+    layer = layer + masked + sparse
     uncheckpointed = saved  # what the forward writes, whatever is kept (elementwise traffic)
     # AutoGPTQ's training path (qlinear_cuda_old.QuantLinear.forward: ``weight = scales *
     # (weight - zeros)`` in torch ops, then ``torch.matmul(x.half(), weight)``): the matmul's
@@ -210,8 +220,14 @@ def activation_arrays(spec: ModelSpec, batch: ConfigBatch) -> dict[str, np.ndarr
     # sequence parallel: each rank keeps its 1/tp slice of the checkpointed layer inputs
     ckpt_saved = np.where(sp, ckpt_saved / batch.tp, ckpt_saved)
     saved = np.where(full_ckpt, ckpt_saved, saved)
+    # the indexer runs as a layer's attention starts: of what that layer saves, only what comes
+    # before its attention core exists
+    indexer = indexer_transient_bytes(spec, batch, b_c)
+    at_indexer = np.where(indexer > 0, saved_before_core + indexer, 0.0)
     recompute = np.where(
-        full_ckpt, layer + (lora_extra + kbit_inputs) / layers, np.where(selective, core, 0.0)
+        full_ckpt,
+        np.maximum(layer, at_indexer) + (lora_extra + kbit_inputs) / layers,
+        np.where(selective, core, 0.0),
     )
     # selective with flash / SDPA attention under FSDP2 is torchtitan's per-op policy; elsewhere
     # "selective" is Korthikanti's (drops the s² scores, which flash attention never saves)
@@ -230,7 +246,12 @@ def activation_arrays(spec: ModelSpec, batch: ConfigBatch) -> dict[str, np.ndarr
         "saved": saved + kbit_inputs,
         "recompute": recompute,
         "end": saved / max(layers, 1.0) + kbit_inputs,
-        "forward": forward_transient_bytes(spec, batch, b_c, b_soft) * in_flight / pp,
+        "forward": (
+            forward_transient_bytes(spec, batch, b_c, b_soft)
+            + np.maximum(at_indexer - np.where(full_ckpt, 0.0, layer), 0.0)
+        )
+        * in_flight
+        / pp,
         # the eager core's backward transients, beyond what the layer's backward held when it
         # started: by the core, the nodes after it (out projection, norm, MLP; their LoRA input
         # copies) have run and released their saved tensors (the autograd engine frees a node's
@@ -272,6 +293,20 @@ def masked_sdpa_bytes_per_layer(spec: ModelSpec, batch: ConfigBatch, b_c: np.nda
     expanded = 2.0 * (spec.heads - spec.kv_heads) * spec.head_dim / tp
     row = np.ceil(s / MEM_EFFICIENT_MASK_ALIGN) * MEM_EFFICIENT_MASK_ALIGN
     return np.where(on, tokens * (expanded + row) * b_c, 0.0)
+
+
+def sparse_mask_bytes_per_layer(spec: ModelSpec, batch: ConfigBatch, b_c: np.ndarray) -> np.ndarray:
+    """What one layer of DeepSeek Sparse Attention keeps under SDPA, bytes per micro-batch: its
+    top-k selection is folded into a boolean [b, 1, s, s] mask (modeling_deepseek_v32.py
+    ``DeepseekV32Attention.forward``), which the memory-efficient kernel converts to the query's
+    dtype and keeps for its backward (as a windowed layer's, :func:`masked_sdpa_bytes_per_layer`);
+    eager attention adds it to the scores it already keeps."""
+    if not spec.index_heads:
+        return np.zeros(len(batch))
+    s = batch.seq_len.astype(np.float64)
+    on = batch.attention == CODE["attention"]["sdpa"]
+    row = np.ceil(s / MEM_EFFICIENT_MASK_ALIGN) * MEM_EFFICIENT_MASK_ALIGN
+    return np.where(on, batch.micro_batch * s * row * b_c, 0.0)
 
 
 def _quantized_input_bytes(

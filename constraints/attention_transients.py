@@ -121,3 +121,21 @@ def backward_transient_bytes(
         saved = saved + compute_bytes  # the soft-cap tanh output (saved_tensors.py)
     extra = np.maximum(peak - saved, 0.0) + np.zeros(n)
     return np.where(eager, _scores(spec, batch) * extra, 0.0)
+
+
+def indexer_transient_bytes(
+    spec: ModelSpec, batch: ConfigBatch, compute_bytes: np.ndarray
+) -> np.ndarray:
+    """Bytes per micro-batch that DeepSeek Sparse Attention's indexer holds in one layer's
+    forward (modeling_deepseek_v32.py ``DeepseekV32Indexer.forward``, under no_grad): its
+    fp32 scores ``matmul(q.float(), k.float())`` [b, s, heads, s] and their ReLU, alive
+    together, beside its queries: wq_b's output (its unrotated half is a view of it), the
+    rotated and concatenated copy, and that copy's fp32 cast; 0 without an indexer."""
+    if not spec.index_heads:
+        return np.zeros(len(batch))
+    s = batch.seq_len.astype(np.float64)
+    tokens = batch.micro_batch * s
+    heads = spec.index_heads
+    scores = 2 * heads * s * C.FP32_BYTES  # the scores and their ReLU, per query token
+    queries = heads * spec.index_head_dim * (2 * compute_bytes + C.FP32_BYTES)
+    return tokens * (scores + queries)

@@ -14,6 +14,7 @@ from constraints.hf_config_moe import EXPERT_KEYS, deepseek_moe, ernie4_5_moe, e
 from constraints.hf_config_traits import (
     ABSENT_DEFAULTS,
     BIAS_KEYS,
+    DSA_TYPES,
     FLOOR_HEAD_DIM,
     LAYER_TRAITS,
     LLAMA_BIAS_KEYS,
@@ -52,6 +53,39 @@ def _switch(cfg: dict[str, Any], key: str, default: bool, where: str) -> bool:
 
 def _bias(cfg: dict[str, Any], key: str | None) -> bool:
     return bool(cfg.get(key, False)) if key else False
+
+
+def dsa_indexer(cfg: dict[str, Any], kwargs: dict[str, Any], layers: int, where: str) -> None:
+    """DeepSeek Sparse Attention's indexer in every layer (``index_n_heads``,
+    ``index_head_dim``, ``index_topk``); GLM-5's layers that reuse another's top-k
+    (``indexer_types`` "shared") are refused: fitplan counts an indexer per layer."""
+    kinds = cfg.get("indexer_types")
+    if kinds is not None and (not isinstance(kinds, list) or set(kinds) - {"full"}):
+        raise FitplanError(
+            f"{where}: indexer_types {excerpt(kinds)}: fitplan models an indexer in every layer "
+            "('full'), not layers that reuse another's top-k",
+            "pass raw numbers (--params …)",
+        )
+    pattern = cfg.get("index_topk_pattern")
+    freq = cfg.get("index_topk_freq", 1)
+    if kinds is None and (pattern not in (None, "F" * layers) or freq not in (None, 1)):
+        raise FitplanError(
+            f"{where}: index_topk_pattern / index_topk_freq: fitplan models an indexer in every "
+            "layer, not layers that reuse another's top-k",
+            "pass raw numbers (--params …)",
+        )
+    kwargs["index_heads"] = _positive(
+        "index_n_heads", _int(cfg, "index_n_heads", where=where), where
+    )
+    kwargs["index_head_dim"] = _positive(
+        "index_head_dim", _int(cfg, "index_head_dim", where=where), where
+    )
+    kwargs["index_topk"] = _positive("index_topk", _int(cfg, "index_topk", where=where), where)
+    if kwargs["index_head_dim"] < kwargs.get("qk_rope_head_dim", 0):
+        raise FitplanError(
+            f"{where}: index_head_dim {kwargs['index_head_dim']} is narrower than "
+            f"qk_rope_head_dim {kwargs['qk_rope_head_dim']} (the indexer rotates that slice)"
+        )
 
 
 def granite_hybrid(cfg: dict[str, Any], kwargs: dict[str, Any], where: str) -> None:
@@ -220,6 +254,8 @@ def llama_like(
         kwargs["v_head_dim"] = _int(cfg, "v_head_dim", where=where)
         kwargs["head_dim"] = kwargs["qk_nope_head_dim"] + kwargs["qk_rope_head_dim"]
         kwargs["kv_heads"] = heads
+    if common.get("config_type") in DSA_TYPES:
+        dsa_indexer(cfg, kwargs, layers, where)
     if kwargs["sliding_window"]:
         kwargs["sliding_layers"] = sliding_layers(cfg, model_type, layers, where)
     if model_type == "glm4_moe" and cfg.get("use_qk_norm"):

@@ -205,6 +205,13 @@ class ModelSpec(Record):
     qkv_clip: float = bounded(0.0, ge=0.0)
     #: one learned attention-sink logit per head (gpt-oss ``self_attn.sinks``)
     attn_sinks: bool = False
+    #: DeepSeek Sparse Attention's indexer (DeepSeek-V3.2, GLM-5: ``index_n_heads`` heads of
+    #: ``index_head_dim`` scoring every key for each query, the top ``index_topk`` kept): it runs
+    #: under no_grad, so it saves nothing, but its fp32 [b, s, heads, s] scores are a forward
+    #: transient, and the top-k mask makes SDPA keep a mask per layer
+    index_heads: int = bounded(0, ge=0)
+    index_head_dim: int = bounded(0, ge=0)
+    index_topk: int = bounded(0, ge=0)
     #: the sinks rescale the attention output by ``sigmoid(logsumexp(scores) − sink)`` (Granite
     #: SWA's eager path) rather than join the softmax as a logit (gpt-oss)
     sink_scaling: bool = False

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from functools import cache
 
 from constraints import gated_deltanet, mamba2
@@ -9,6 +10,24 @@ from constraints.family_modules import family_module
 from constraints.model_spec import ModelSpec
 from constraints.param_groups import ParamGroup, ParamInventory, _linear, _norm, untied_head
 from constraints.param_mlp import fused_shared_mlp, gated_mlp, up_down_mlp
+
+
+def _dsa_indexer(spec: ModelSpec, block: str) -> list[ParamGroup]:
+    """DeepSeek Sparse Attention's indexer (``self_attn.indexer``): wq_b from the q latent, wk
+    and weights_proj from the layer input (nn.Linears, which PEFT's all-linear adapts though the
+    indexer runs under no_grad), k_norm a LayerNorm with a bias."""
+    if not spec.index_heads:
+        return []
+    h, heads, d, p = spec.hidden, spec.index_heads, spec.index_head_dim, "self_attn.indexer"
+    linears = [
+        *_linear(f"{p}.wq_b", "wq_b", spec.q_lora_rank, heads * d, block=block, role="attention"),
+        *_linear(f"{p}.wk", "wk", h, d, block=block, role="attention"),
+        *_linear(f"{p}.weights_proj", "weights_proj", h, heads, block=block, role="attention"),
+    ]
+    return [
+        *(dataclasses.replace(g, recorded=False) for g in linears),
+        ParamGroup(f"{p}.k_norm", "norm", 2 * d, 1, block, "", "norm"),
+    ]
 
 
 def _llama_attention(spec: ModelSpec, block: str) -> list[ParamGroup]:
@@ -70,7 +89,7 @@ def _llama_attention(spec: ModelSpec, block: str) -> list[ParamGroup]:
             role="attention",
             bias=spec.o_bias,
         )
-        return g
+        return g + _dsa_indexer(spec, block)
     q, kv = spec.q_width, spec.kv_width
     if spec.fused_qkv:
         g += _linear(

@@ -35,6 +35,9 @@ class ParamGroup:
     d_in: int = 0
     d_out: int = 0
     uses: int = 1
+    #: its forward is recorded by autograd; False where it runs under no_grad (DeepSeek Sparse
+    #: Attention's indexer): an adapter on it trains nothing and keeps nothing
+    recorded: bool = True
 
     @property
     def is_linear(self) -> bool:

@@ -79,6 +79,9 @@ class Saved:
     #: Mamba-1 scan's select gradients): what the layer saves after it is freed before that
     #: backward starts, as what follows eager attention's scores is (``s2``)
     core_end: bool = False
+    #: the first tensor of an attention core: what the layer saved before it exists when the
+    #: core starts (DeepSeek Sparse Attention's indexer runs there)
+    core_start: bool = False
 
 
 def _norm(spec: ModelSpec, name: str, width: int, rows: int = 1) -> list[Saved]:
@@ -180,10 +183,17 @@ def _attention_core(
     dropout = spec.attention_dropout > 0
     saved: list[Saved] = []
     if qkv_storage is not None:
-        saved.append(Saved("q/k/v (views of one fused projection output)", qkv_storage, "compute"))
+        saved.append(
+            Saved(
+                "q/k/v (views of one fused projection output)",
+                qkv_storage,
+                "compute",
+                core_start=True,
+            )
+        )
     elif v_view_of is not None:
         saved += [
-            Saved("q (after rotary)", q, "compute"),
+            Saved("q (after rotary)", q, "compute", core_start=True),
             Saved("k (after rotary)", k, "compute"),
             Saved(
                 "v: its fused q/k/v projection output (v is a view of it)",
@@ -201,7 +211,7 @@ def _attention_core(
         ]
     else:
         saved += [
-            Saved("q (after rotary)", q, "compute"),
+            Saved("q (after rotary)", q, "compute", core_start=True),
             Saved("k (after rotary)", k, "compute"),
             Saved("v", v, "compute"),
         ]

@@ -292,6 +292,8 @@ def assumed_lines(
         )
     if cfg.attention == "sdpa" and spec.attention_layers:
         kernel = sdpa_kernel(gpu, compute, spec.head_dim)
+        if spec.index_heads and kernel == "flash":
+            kernel = "memory-efficient"  # the top-k mask: flash takes no mask
         why = " (transformers' default attn_implementation)" if "attention" in filled else ""
         wide = spec.global_head_dim
         also = (
@@ -310,6 +312,12 @@ def assumed_lines(
         out.append(
             f"Mamba-2 ({mamba} of {spec.layers} layers): transformers' torch path (mamba_ssm's "
             "fused kernel, where installed, keeps less: not modelled)"
+        )
+    if spec.index_heads:
+        out.append(
+            f"DeepSeek Sparse Attention: transformers' {cfg.attention} path, the indexer's fp32 "
+            f"scores ({spec.index_heads} heads × sequence², per query token) a forward transient "
+            f"and its top-{spec.index_topk} mask kept per layer"
         )
     if spec.mamba1_layers:
         out.append(
