@@ -158,6 +158,31 @@ BUILT_AS = {
         ),
         dense=True,
     ),
+    # modular_axk1.py (SK Telecom's A.X-K1): DeepSeek-V3's layer, MLA always with a q LoRA rank,
+    # an RMSNorm on each MoE block's output (hf_config_llama.py ``moe_post_norm``)
+    "axk1": BuiltAs(
+        "deepseek_v3",
+        "AXK1ForCausalLM",
+        (("num_local_experts", "n_routed_experts"),),
+        (
+            ("vocab_size", 163840),
+            ("hidden_size", 7168),
+            ("intermediate_size", 18432),
+            ("moe_intermediate_size", 2048),
+            ("num_hidden_layers", 61),
+            ("num_attention_heads", 64),
+            ("num_key_value_heads", 64),
+            ("n_shared_experts", 1),
+            ("n_routed_experts", 192),
+            ("kv_lora_rank", 512),
+            ("q_lora_rank", 1536),
+            ("qk_rope_head_dim", 64),
+            ("v_head_dim", 128),
+            ("qk_nope_head_dim", 128),
+            ("num_experts_per_tok", 8),
+            ("first_k_dense_replace", 1),
+        ),
+    ),
     # modular_deepseek_v32.py: DeepSeek-V3's layer (MLA with a q LoRA rank, the MoE) with DeepSeek
     # Sparse Attention's indexer in every layer (hf_config_llama.py ``dsa_indexer``)
     "deepseek_v32": BuiltAs(

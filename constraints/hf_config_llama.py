@@ -254,6 +254,8 @@ def llama_like(
         kwargs["v_head_dim"] = _int(cfg, "v_head_dim", where=where)
         kwargs["head_dim"] = kwargs["qk_nope_head_dim"] + kwargs["qk_rope_head_dim"]
         kwargs["kv_heads"] = heads
+    if common.get("config_type") == "axk1":
+        kwargs["moe_post_norm"] = True  # modular_axk1.py AXK1MoE.post_mlp_layernorm
     if common.get("config_type") in DSA_TYPES:
         dsa_indexer(cfg, kwargs, layers, where)
     if kwargs["sliding_window"]:

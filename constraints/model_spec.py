@@ -205,6 +205,9 @@ class ModelSpec(Record):
     qkv_clip: float = bounded(0.0, ge=0.0)
     #: one learned attention-sink logit per head (gpt-oss ``self_attn.sinks``)
     attn_sinks: bool = False
+    #: an RMSNorm on the MoE block's output, in the MoE layers only (A.X-K1's
+    #: ``mlp.post_mlp_layernorm``)
+    moe_post_norm: bool = False
     #: DeepSeek Sparse Attention's indexer (DeepSeek-V3.2, GLM-5: ``index_n_heads`` heads of
     #: ``index_head_dim`` scoring every key for each query, the top ``index_topk`` kept): it runs
     #: under no_grad, so it saves nothing, but its fp32 [b, s, heads, s] scores are a forward

@@ -203,6 +203,8 @@ def _llama_like(spec: ModelSpec) -> ParamInventory:
             groups += _linear(
                 "mlp.shared_expert_gate", "shared_expert_gate", h, 1, block=block, role="router"
             )
+        if spec.moe_post_norm:
+            groups += _norm("mlp.post_mlp_layernorm", spec, h, block)
     if spec.final_norm:
         groups += _norm("norm", spec, h, "")
     groups += untied_head(spec)

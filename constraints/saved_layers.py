@@ -188,6 +188,8 @@ def _llama_layer(spec: ModelSpec, moe: bool, mixer: str = "") -> list[Saved]:
         )
         if spec.shared_experts:
             s += _gated_mlp(spec, "mlp.shared_experts", spec.shared_expert_intermediate)
+        if spec.moe_post_norm:
+            s += _norm(spec, "mlp.post_mlp_layernorm", h)
     if spec.hidden_dropout > 0:
         s.append(Saved("residual dropout mask (MLP)", h, "mask", tp_split=False))
     if spec.post_norm or spec.norms_per_layer == 4:

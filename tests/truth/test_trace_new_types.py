@@ -581,6 +581,21 @@ HYBRID = [
         },
         KWS,
     ),
+    # A.X-K1: DeepSeek-V3's layer with an RMSNorm on each MoE block's output
+    (
+        "axk1",
+        {
+            **DEEPSEEK_MOE,
+            **MLA,
+            "v_head_dim": 64,
+            "n_group": 1,
+            "topk_group": 1,
+            "num_key_value_heads": 8,
+            "head_dim": 16,
+            "mlp_layer_types": ["dense", "sparse", "sparse"],
+        },
+        KWS[:2],
+    ),
     # DeepSeek-V3.2 / GLM-5: MLA and DeepSeek's MoE with the sparse-attention indexer (its fp32
     # scores a forward transient, its top-k a mask SDPA keeps per layer); top 64 of 256 keys
     (
@@ -640,7 +655,7 @@ def test_hybrid_layers_match_their_trace() -> None:
     backward transient counted for a model without attention); Mamba and Falcon-Mamba −0.5 …
     +0.0 % (−24 % before the stepped scan's backward held four full-size select gradients);
     Jamba +0.2 … +0.4 % (+2.5 % while that transient was counted beside the layer's MoE, which
-    its backward has freed by then); BitNet −0.1 … +0.6 %; Granite SWA / MoE SWA −0.1 … +0.6 %; Cohere 2 MoE −1.3 … +1.9 %; MiniCPM3 −0.6 … +0.5 %; DeepSeek-V3.2 / GLM-5 −1.7 … +1.9 % (+4.6 … +8.9 % while PEFT's adapters
+    its backward has freed by then); BitNet −0.1 … +0.6 %; Granite SWA / MoE SWA −0.1 … +0.6 %; Cohere 2 MoE −1.3 … +1.9 %; MiniCPM3 −0.6 … +0.5 %; A.X-K1 −0.1 … +0.3 %; DeepSeek-V3.2 / GLM-5 −1.7 … +1.9 % (+4.6 … +8.9 % while PEFT's adapters
     on the no_grad indexer were counted keeping their inputs); Gemma 4 −2.0 … −0.0 %
     (amp −2.0 %; all-linear +7.6 % while its o_proj's input width was one for all layers, the
     global layers' 2× wider one), its MoE −0.7 … −0.2 %; nanochat −0.7 … +0.7 %; Gemma 3n −2.1 … +0.8 % (amp −2.1 %:
