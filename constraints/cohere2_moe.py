@@ -23,7 +23,13 @@ from constraints.limits import excerpt
 from constraints.model_spec import ModelSpec
 from constraints.param_groups import ParamGroup, ParamInventory, _linear, _norm, untied_head
 from constraints.param_mlp import gated_mlp
-from constraints.saved_tensors import Saved, _attention_core, _gated_mlp, in_parallel_branch
+from constraints.saved_tensors import (
+    Saved,
+    _attention_core,
+    _gated_mlp,
+    in_parallel_branch,
+    routed_experts,
+)
 from constraints.saved_tensors import _norm as _shared_norm
 
 #: the layer's MLP readers of the shared norm output, by block
@@ -161,23 +167,12 @@ def _moe_saved(spec: ModelSpec) -> list[Saved]:
     """``Cohere2MoeSparseMoeBlock``: the top-k scores' softmax (fp32) or sigmoid, each token's
     hidden gathered for its experts, their fused gate/up → SiLU · up → down, scaled; the shared
     experts' SwiGLU beside them."""
-    h, k = spec.hidden, spec.experts_per_token
+    k = spec.experts_per_token
     experts = "mlp.experts"
     s = [
         Saved("top-k scores (softmax in fp32 / sigmoid)", k, "fp32", tp_split=False),
-        Saved(
-            "tokens gathered for their experts (× top-k)",
-            h * k,
-            "compute",
-            inputs_of=(f"{experts}.gate_proj", f"{experts}.up_proj"),
-            tp_split=False,
-        ),
-        *_gated_mlp(spec, experts, spec.moe_intermediate, per_token=k),
-        Saved(
-            "expert outputs before routing-weight multiply (× top-k)",
-            h * k,
-            "compute",
-            tp_split=False,
+        *routed_experts(
+            spec, experts, spec.moe_intermediate, k, (f"{experts}.gate_proj", f"{experts}.up_proj")
         ),
     ]
     if spec.shared_experts:

@@ -211,9 +211,7 @@ FLOOR_HEAD_DIM = frozenset({"glm4_moe"})
 #: types whose config lists each layer's MLP (``mlp_layer_types``, which wins over
 #: first_k_dense_replace: ExaoneMoeConfig / Glm4MoeLiteConfig.__post_init__ derive it only when
 #: left out), read as a dense prefix (``hf_config_fields.dense_prefix``)
-MLP_LAYER_TYPES = frozenset(
-    {"exaone_moe", "glm4_moe_lite", "deepseek_v32", "glm_moe_dsa", "axk1"}
-)
+MLP_LAYER_TYPES = frozenset({"exaone_moe", "glm4_moe_lite", "deepseek_v32", "glm_moe_dsa", "axk1"})
 #: DeepSeek Sparse Attention (modeling_deepseek_v32.py ``DeepseekV32Indexer``; GLM-5's
 #: ``GlmMoeDsaIndexer`` the same with interleaved rotary)
 DSA_TYPES = frozenset({"deepseek_v32", "glm_moe_dsa"})

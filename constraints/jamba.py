@@ -28,7 +28,13 @@ from constraints.param_groups import (
     untied_head,
 )
 from constraints.param_mlp import gated_mlp
-from constraints.saved_tensors import Saved, _gated_mlp, linear_input, projected_attention
+from constraints.saved_tensors import (
+    Saved,
+    _gated_mlp,
+    linear_input,
+    projected_attention,
+    routed_experts,
+)
 from constraints.saved_tensors import _norm as _norm_saved
 
 #: JambaConfig's defaults (configuration_jamba.py)
@@ -179,18 +185,7 @@ def _moe_saved(spec: ModelSpec) -> list[Saved]:
             tp_split=False,
         ),
         Saved("router probabilities (fp32 softmax)", e, "fp32", tp_split=False),
-        Saved(
-            "tokens gathered for their experts (× top-k)",
-            h * k,
-            "compute",
-            inputs_of=(f"{experts}.gate_proj", f"{experts}.up_proj"),
-            tp_split=False,
-        ),
-        *_gated_mlp(spec, experts, spec.moe_intermediate, per_token=k),
-        Saved(
-            "expert outputs before routing-weight multiply (× top-k)",
-            h * k,
-            "compute",
-            tp_split=False,
+        *routed_experts(
+            spec, experts, spec.moe_intermediate, k, (f"{experts}.gate_proj", f"{experts}.up_proj")
         ),
     ]

@@ -17,6 +17,7 @@ from constraints.saved_tensors import (
     _plain_mlp,
     in_parallel_branch,
     norm_output_read_by,
+    routed_experts,
 )
 
 
@@ -168,24 +169,7 @@ def _llama_layer(spec: ModelSpec, moe: bool, mixer: str = "") -> list[Saved]:
             if spec.family == "mixtral"
             else ("mlp.experts.gate_proj", "mlp.experts.up_proj")
         )
-        s.append(
-            Saved(
-                "tokens gathered for their experts (× top-k)",
-                h * k,
-                "compute",
-                inputs_of=experts_in,
-                tp_split=False,
-            )
-        )
-        s += _gated_mlp(spec, "mlp.experts", spec.moe_intermediate, per_token=k)
-        s.append(
-            Saved(
-                "expert outputs before routing-weight multiply (× top-k)",
-                h * k,
-                "compute",
-                tp_split=False,
-            )
-        )
+        s += routed_experts(spec, "mlp.experts", spec.moe_intermediate, k, experts_in)
         if spec.shared_experts:
             s += _gated_mlp(spec, "mlp.shared_experts", spec.shared_expert_intermediate)
         if spec.moe_post_norm:
