@@ -23,12 +23,12 @@ from constraints.limits import excerpt
 from constraints.model_spec import ModelSpec
 from constraints.param_groups import ParamGroup, ParamInventory, _linear, _norm, untied_head
 from constraints.param_mlp import gated_mlp
+from constraints.saved_moe import routed_experts
 from constraints.saved_tensors import (
     Saved,
     _attention_core,
     _gated_mlp,
     in_parallel_branch,
-    routed_experts,
 )
 from constraints.saved_tensors import _norm as _shared_norm
 

@@ -28,12 +28,12 @@ from constraints.param_groups import (
     untied_head,
 )
 from constraints.param_mlp import gated_mlp
+from constraints.saved_moe import routed_experts
 from constraints.saved_tensors import (
     Saved,
     _gated_mlp,
     linear_input,
     projected_attention,
-    routed_experts,
 )
 from constraints.saved_tensors import _norm as _norm_saved
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 from constraints import gated_deltanet, mamba2
 from constraints.family_modules import family_module
 from constraints.model_spec import ModelSpec
+from constraints.saved_moe import routed_experts
 from constraints.saved_tensors import (
     Saved,
     _attention_core,
@@ -17,7 +18,6 @@ from constraints.saved_tensors import (
     _plain_mlp,
     in_parallel_branch,
     norm_output_read_by,
-    routed_experts,
 )
 
 

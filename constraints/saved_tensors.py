@@ -347,31 +347,6 @@ def _gated_mlp(
     ]
 
 
-def routed_experts(
-    spec: ModelSpec, prefix: str, inter: int, per_token: float, readers: tuple[str, ...]
-) -> list[Saved]:
-    """An MoE's routed experts (transformers' loop over the experts a token picked): each
-    token's hidden gathered for its ``per_token`` experts (kept where ``readers``, their
-    gate/up, train), their SwiGLU, and their outputs before the routing-weight multiply."""
-    h = spec.hidden
-    return [
-        Saved(
-            "tokens gathered for their experts (× top-k)",
-            h * per_token,
-            "compute",
-            inputs_of=readers,
-            tp_split=False,
-        ),
-        *_gated_mlp(spec, prefix, inter, per_token=per_token),
-        Saved(
-            "expert outputs before routing-weight multiply (× top-k)",
-            h * per_token,
-            "compute",
-            tp_split=False,
-        ),
-    ]
-
-
 def _plain_mlp(spec: ModelSpec, fc_in: str, fc_out: str, inter: int) -> list[Saved]:
     act = spec.activation
     saved = [Saved(f"{fc_in} output (activation input)", inter, "compute")]
