@@ -291,8 +291,12 @@ def masked_sdpa_bytes_per_layer(spec: ModelSpec, batch: ConfigBatch, b_c: np.nda
     tp = batch.tp.astype(np.float64)
     on = (batch.attention == CODE["attention"]["sdpa"]) & (s >= spec.sliding_window)
     expanded = 2.0 * (spec.heads - spec.kv_heads) * spec.head_dim / tp
-    row = np.ceil(s / MEM_EFFICIENT_MASK_ALIGN) * MEM_EFFICIENT_MASK_ALIGN
-    return np.where(on, tokens * (expanded + row) * b_c, 0.0)
+    return np.where(on, tokens * (expanded + _mask_row(s)) * b_c, 0.0)
+
+
+def _mask_row(s: np.ndarray) -> np.ndarray:
+    """Elements of one query's row of the mask the memory-efficient kernel keeps."""
+    return np.ceil(s / MEM_EFFICIENT_MASK_ALIGN) * MEM_EFFICIENT_MASK_ALIGN
 
 
 def sparse_mask_bytes_per_layer(spec: ModelSpec, batch: ConfigBatch, b_c: np.ndarray) -> np.ndarray:
@@ -305,8 +309,7 @@ def sparse_mask_bytes_per_layer(spec: ModelSpec, batch: ConfigBatch, b_c: np.nda
         return np.zeros(len(batch))
     s = batch.seq_len.astype(np.float64)
     on = batch.attention == CODE["attention"]["sdpa"]
-    row = np.ceil(s / MEM_EFFICIENT_MASK_ALIGN) * MEM_EFFICIENT_MASK_ALIGN
-    return np.where(on, batch.micro_batch * s * row * b_c, 0.0)
+    return np.where(on, batch.micro_batch * s * _mask_row(s) * b_c, 0.0)
 
 
 def _quantized_input_bytes(

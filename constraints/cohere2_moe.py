@@ -141,7 +141,7 @@ def norm_saved(spec: ModelSpec, name: str, width: int, rows: int = 1) -> list[Sa
     """CohereLayerNorm's tensors, or Llama's RMSNorm's where the config sets ``rms_norm_eps``."""
     if spec.norm_weight_fp32:
         return cohere.norm_saved(spec, name, width, rows)
-    return _shared_norm(spec.model_copy(update={"family": "llama"}), name, width, rows)
+    return _shared_norm(spec, name, width, rows)
 
 
 def block_layer(spec: ModelSpec, block: str) -> list[Saved]:

@@ -14,6 +14,7 @@ from constraints.hf_config_moe import EXPERT_KEYS, deepseek_moe, ernie4_5_moe, e
 from constraints.hf_config_traits import (
     ABSENT_DEFAULTS,
     BIAS_KEYS,
+    CONFIG_TYPE_TRAITS,
     DSA_TYPES,
     FLOOR_HEAD_DIM,
     LAYER_TRAITS,
@@ -254,8 +255,7 @@ def llama_like(
         kwargs["v_head_dim"] = _int(cfg, "v_head_dim", where=where)
         kwargs["head_dim"] = kwargs["qk_nope_head_dim"] + kwargs["qk_rope_head_dim"]
         kwargs["kv_heads"] = heads
-    if common.get("config_type") == "axk1":
-        kwargs["moe_post_norm"] = True  # modular_axk1.py AXK1MoE.post_mlp_layernorm
+    kwargs.update(CONFIG_TYPE_TRAITS.get(common.get("config_type", ""), {}))
     if common.get("config_type") in DSA_TYPES:
         dsa_indexer(cfg, kwargs, layers, where)
     if kwargs["sliding_window"]:

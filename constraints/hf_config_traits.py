@@ -212,6 +212,9 @@ FLOOR_HEAD_DIM = frozenset({"glm4_moe"})
 #: first_k_dense_replace: ExaoneMoeConfig / Glm4MoeLiteConfig.__post_init__ derive it only when
 #: left out), read as a dense prefix (``hf_config_fields.dense_prefix``)
 MLP_LAYER_TYPES = frozenset({"exaone_moe", "glm4_moe_lite", "deepseek_v32", "glm_moe_dsa", "axk1"})
+#: what a type read as another family's structure adds to it, by its own model_type
+#: (modular_axk1.py ``AXK1MoE.post_mlp_layernorm``)
+CONFIG_TYPE_TRAITS: dict[str, dict[str, Any]] = {"axk1": {"moe_post_norm": True}}
 #: DeepSeek Sparse Attention (modeling_deepseek_v32.py ``DeepseekV32Indexer``; GLM-5's
 #: ``GlmMoeDsaIndexer`` the same with interleaved rotary)
 DSA_TYPES = frozenset({"deepseek_v32", "glm_moe_dsa"})

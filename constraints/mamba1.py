@@ -40,18 +40,19 @@ def read(
     The width is ``expand · hidden``, or ``inner_key`` where the config gives it (MambaConfig
     sets ``intermediate_size`` from expand, then a saved value overrides it)."""
 
+    def key(name: str) -> str:
+        return keys.get(name, name)
+
     def field(name: str, default: int) -> int:
-        key = keys.get(name, name)
-        return _positive(key, _int(cfg, key, where=where, default=default), where)
+        return _positive(key(name), _int(cfg, key(name), where=where, default=default), where)
 
     width = field("expand", 2) * hidden
     if inner_key and cfg.get(inner_key) is not None:
         width = _positive(inner_key, _int(cfg, inner_key, where=where), where)
-    rank_key = keys.get("time_step_rank", "time_step_rank")
     # "auto": MambaConfig.__post_init__'s ceil(hidden / 16)
-    auto = cfg.get(rank_key, "auto") in ("auto", None)
+    auto = cfg.get(key("time_step_rank"), "auto") in ("auto", None)
     rank = math.ceil(hidden / 16) if auto else field("time_step_rank", 0)
-    act = str(cfg.get(keys.get("hidden_act", "hidden_act"), "silu"))
+    act = str(cfg.get(key("hidden_act"), "silu"))
     if act not in ("silu", "swish"):
         raise FitplanError(
             f"{where}: hidden_act {act!r}: fitplan models the Mamba mixer's SiLU convolution",
@@ -62,8 +63,8 @@ def read(
         "ssm_dt_rank": int(rank),
         "ssm_state": field("state_size", 16),
         "linear_conv_kernel": field("conv_kernel", 4),
-        "ssm_conv_bias": bool(cfg.get(keys.get("use_conv_bias", "use_conv_bias"), True)),
-        "mixer_bias": bool(cfg.get(keys.get("use_bias", "use_bias"), False)),
+        "ssm_conv_bias": bool(cfg.get(key("use_conv_bias"), True)),
+        "mixer_bias": bool(cfg.get(key("use_bias"), False)),
     }
 
 

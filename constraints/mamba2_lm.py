@@ -89,15 +89,21 @@ def read(cfg: dict[str, Any], common: dict[str, Any], where: str, model_type: st
 
 
 def inventory(spec: ModelSpec) -> ParamInventory:
+    return mixer_stack_inventory(spec, BLOCK, mamba2.param_groups(spec, BLOCK, prefix="mixer"))
+
+
+def mixer_stack_inventory(spec: ModelSpec, block: str, mixer: list[ParamGroup]) -> ParamInventory:
+    """A state-space LM's tensors (Mamba, Mamba-2): the embedding, per block a norm and its
+    ``mixer``'s tensors, the final norm, the head where untied."""
     h = spec.hidden
     groups = [
         ParamGroup("backbone.embeddings", "embedding", spec.vocab * h, role="embedding"),
-        *_norm("norm", spec, h, BLOCK),
-        *mamba2.param_groups(spec, BLOCK, prefix="mixer"),
+        *_norm("norm", spec, h, block),
+        *mixer,
         *_norm("norm_f", spec, h, ""),
         *untied_head(spec),
     ]
-    return ParamInventory(spec.id, tuple(groups), {BLOCK: spec.layers})
+    return ParamInventory(spec.id, tuple(groups), {block: spec.layers})
 
 
 def block_layer(spec: ModelSpec, block: str) -> list[Saved]:

@@ -11,18 +11,21 @@ parameters). Layer letter ``y`` in ``ModelSpec.layer_mixers``.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from constraints import mamba1
 from constraints.hf_config_fields import positive_field
+from constraints.mamba2_lm import mixer_stack_inventory
 from constraints.model_spec import ModelSpec
-from constraints.param_groups import ParamGroup, ParamInventory, _norm, untied_head
+from constraints.param_groups import ParamInventory
 from constraints.saved_tensors import Saved
 from constraints.saved_tensors import _norm as _norm_saved
 
 #: MambaConfig's defaults (configuration_mamba.py; FalconMambaConfig's are the same)
 DEFAULTS = {"hidden_size": 768, "num_hidden_layers": 32, "vocab_size": 50280}
 BLOCK = "mamba1-dense"
+#: the RMSNorms on dt, B and C, by type (modeling_falcon_mamba.py: weightless)
+BCDT_NORM: dict[str, Literal["", "weightless", "rmsnorm"]] = {"falcon_mamba": "weightless"}
 
 
 def read(cfg: dict[str, Any], common: dict[str, Any], where: str, model_type: str) -> ModelSpec:
@@ -45,21 +48,13 @@ def read(cfg: dict[str, Any], common: dict[str, Any], where: str, model_type: st
         tie_embeddings=bool(cfg.get("tie_word_embeddings", True)),
         layer_mixers="y" * layers,
         residual_fp32=bool(cfg.get("residual_in_fp32", True)),
-        ssm_bcdt_norm="weightless" if model_type == "falcon_mamba" else "",
+        ssm_bcdt_norm=BCDT_NORM.get(model_type, ""),
         sdpa_supported=False,  # no attention: transformers refuses an sdpa request
     )
 
 
 def inventory(spec: ModelSpec) -> ParamInventory:
-    h = spec.hidden
-    groups = [
-        ParamGroup("backbone.embeddings", "embedding", spec.vocab * h, role="embedding"),
-        *_norm("norm", spec, h, BLOCK),
-        *mamba1.param_groups(spec, BLOCK),
-        *_norm("norm_f", spec, h, ""),
-        *untied_head(spec),
-    ]
-    return ParamInventory(spec.id, tuple(groups), {BLOCK: spec.layers})
+    return mixer_stack_inventory(spec, BLOCK, mamba1.param_groups(spec, BLOCK))
 
 
 def block_layer(spec: ModelSpec, block: str) -> list[Saved]:

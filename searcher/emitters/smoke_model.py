@@ -50,7 +50,14 @@ PER_LAYER_LISTS = (
 )
 #: Gemma 4 / 3n widths besides the heads': the global layers' head width, the per-layer
 #: inputs, LAuReL's rank; and the per-layer inputs' vocabulary
-NARROW_TO_HEAD_DIM = ("global_head_dim", "hidden_size_per_layer_input", "laurel_rank")
+NARROW_TO_HEAD_DIM = (
+    "global_head_dim",
+    "hidden_size_per_layer_input",
+    "laurel_rank",
+    # Jamba's time-step rank, Mamba's state
+    "mamba_dt_rank",
+    "state_size",
+)
 #: token ids a config names, which must stay inside the shrunken vocabulary
 TOKEN_ID_KEYS = ("pad_token_id", "bos_token_id", "eos_token_id", "decoder_start_token_id")
 
@@ -121,9 +128,6 @@ def shrunken_config(cfg: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
         for key, value in MLA_KEYS.items():
             if isinstance(cfg.get(key), int) and cfg[key] > value:
                 put(key, value, key)
-        for key in NARROW_TO_HEAD_DIM:
-            if isinstance(cfg.get(key), int) and cfg[key] > HEAD_DIM:
-                put(key, HEAD_DIM, key)
         if isinstance(cfg.get("rotary_dim"), int):
             put("rotary_dim", min(cfg["rotary_dim"], HEAD_DIM), "rotary_dim")
         if str(cfg.get("model_type")) in FUSED_PROJECTIONS:
@@ -134,8 +138,9 @@ def shrunken_config(cfg: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
         _narrow_linear_attention(out, put)
         _narrow_ssm_heads(out, put)
     _narrow_selective_scan(out, put)
-    if isinstance(cfg.get("mamba_dt_rank"), int) and cfg["mamba_dt_rank"] > HEAD_DIM:  # Jamba
-        put("mamba_dt_rank", HEAD_DIM, "mamba_dt_rank")
+    for key in NARROW_TO_HEAD_DIM:
+        if isinstance(cfg.get(key), int) and cfg[key] > HEAD_DIM:
+            put(key, HEAD_DIM, key)
     for key in EXPERT_KEYS:
         if isinstance(cfg.get(key), int) and cfg[key] > EXPERTS:
             put(key, EXPERTS, "experts")
@@ -179,7 +184,7 @@ def _narrow_linear_attention(cfg: dict[str, Any], put: Any) -> None:
 def _narrow_ssm_heads(cfg: dict[str, Any], put: Any) -> None:
     """Mamba-2's heads tile ``expand · hidden_size`` exactly (Mamba2Config
     ``validate_architecture``): a few heads of HEAD_DIM, the width they make, the groups
-    dividing them, a small state."""
+    dividing them."""
     heads, expand = cfg.get("num_heads"), cfg.get("expand")
     if cfg.get("model_type") != "mamba2" or not isinstance(heads, int) or heads <= 0:
         return
@@ -193,13 +198,11 @@ def _narrow_ssm_heads(cfg: dict[str, Any], put: Any) -> None:
     groups = cfg.get("n_groups")
     if isinstance(groups, int) and groups > 0 and narrow % groups:
         put("n_groups", 1, "n_groups")
-    if isinstance(cfg.get("state_size"), int) and cfg["state_size"] > HEAD_DIM:
-        put("state_size", HEAD_DIM, "state_size")
 
 
 def _narrow_selective_scan(cfg: dict[str, Any], put: Any) -> None:
     """A Mamba-1 model (no heads to narrow by): the width of eight heads, the scan twice that
-    (the saved ``intermediate_size`` overrides ``expand``), a small time-step rank and state."""
+    (the saved ``intermediate_size`` overrides ``expand``), a small time-step rank."""
     hidden = cfg.get("hidden_size")
     if cfg.get("model_type") not in ("mamba", "falcon_mamba") or not isinstance(hidden, int):
         return
@@ -209,8 +212,6 @@ def _narrow_selective_scan(cfg: dict[str, Any], put: Any) -> None:
         put("intermediate_size", 2 * narrow, "intermediate_size")
     if isinstance(cfg.get("time_step_rank"), int) and cfg["time_step_rank"] > HEAD_DIM:
         put("time_step_rank", HEAD_DIM, "time_step_rank")
-    if isinstance(cfg.get("state_size"), int) and cfg["state_size"] > HEAD_DIM:
-        put("state_size", HEAD_DIM, "state_size")
 
 
 def smoke_config(cfg: dict[str, Any]) -> tuple[dict[str, Any], str] | None:
